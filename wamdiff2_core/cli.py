@@ -1,0 +1,62 @@
+"""The `wamdiff2` command. Thin: each area registers its own subcommands.
+
+Every module in SUBCOMMAND_MODULES exposes ``register(subparsers)``, which adds one or more
+subcommands whose parsers carry ``func=callable(args) -> int``. Modules are imported only
+when the command runs, so ``wamdiff2 --help`` stays fast and a broken optional area names
+itself instead of hiding every other subcommand.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+SUBCOMMAND_MODULES = (
+    "wamdiff2_core.cli_plan",          # plan
+    "wamdiff2_core.sim.cli",           # data generate
+    "wamdiff2_core.evaluation.cli",    # eval open-loop / closed-loop
+    "wamdiff2_core.training.cli",      # train, pipeline
+    "wamdiff2_core.decoding.cli",      # bench decode
+    "wamdiff2_ros.cli",                # bag ..., demo, bench node
+)
+
+
+class CliError(Exception):
+    """A user-facing error: printed as one sentence, exit code 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="wamdiff2",
+        description="WAM-Diff2: block-causal diffusion VLA planner (plan, data, eval, "
+                    "train, bench, bag, demo).")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in SUBCOMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name or name.startswith(str(exc.name) + "."):
+                continue  # area not built yet in this checkout
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 0 if args.command is None else 2
+    try:
+        return int(args.func(args) or 0)
+    except CliError as exc:
+        print(f"wamdiff2 {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"wamdiff2 {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""wamdiff2_core.training"""

@@ -1,0 +1,1 @@
+"""Thin ROS 2 layer over wamdiff2_core: node, message conversions, parameters, bag tools."""
