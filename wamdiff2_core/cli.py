@@ -17,7 +17,8 @@ SUBCOMMAND_MODULES = (
     "wamdiff2_core.evaluation.cli",    # eval open-loop / closed-loop
     "wamdiff2_core.training.cli",      # train, pipeline
     "wamdiff2_core.decoding.cli",      # bench decode
-    "wamdiff2_ros.cli",                # bag ..., demo, bench node
+    "wamdiff2_ros.cli",                # bench node
+    "wamdiff2_ros.bag_cli",            # bag record-sim / replay / eval, demo
 )
 
 
