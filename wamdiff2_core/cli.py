@@ -26,6 +26,22 @@ class CliError(Exception):
     """A user-facing error: printed as one sentence, exit code 2."""
 
 
+def subgroup(subparsers, name: str, help: str):
+    """The sub-subparsers of command group `name` (e.g. `eval`, `bench`), created once.
+
+    Several areas add commands to one group (`eval open-loop` and `eval closed-loop`), so the
+    group is memoised on the top-level subparsers object as attribute `_wamdiff2_<name>`.
+    """
+    attr = f"_wamdiff2_{name}"
+    group = getattr(subparsers, attr, None)
+    if group is None:
+        parser = subparsers.add_parser(name, help=help)
+        group = parser.add_subparsers(dest=f"{name}_command", metavar="COMMAND")
+        parser.set_defaults(func=lambda args, p=parser: p.print_help() or 2)
+        setattr(subparsers, attr, group)
+    return group
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="wamdiff2",
