@@ -1,0 +1,73 @@
+"""Decoding knobs and per-call statistics."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+COMMIT_RULES = ("low_confidence_dynamic", "low_confidence_static", "sequential")
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """How to decode. ``None`` block size / step budget mean: the checkpoint's block size and
+    a budget of one step per position (the dynamic rule usually needs far fewer)."""
+    block_size: int | None = None
+    steps_per_block: int | None = None
+    threshold: float = 0.9
+    commit_rule: str = "low_confidence_dynamic"
+    temperature: float = 0.0
+    max_new_tokens: int = 128
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.block_size is not None and not 1 <= self.block_size <= 256:
+            raise ValueError(f"block_size must be in 1..256, got {self.block_size}")
+        if self.steps_per_block is not None and self.steps_per_block < 1:
+            raise ValueError(f"steps_per_block must be >= 1, got {self.steps_per_block}")
+        if not 0.0 < self.threshold <= 1.0:
+            raise ValueError(f"threshold must be in (0, 1], got {self.threshold}")
+        if self.commit_rule not in COMMIT_RULES:
+            raise ValueError(f"commit_rule must be one of {COMMIT_RULES}, "
+                             f"got {self.commit_rule!r}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "DecodeConfig":
+        """Build from a mapping; unknown keys are an error naming the key."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"unknown decode option(s): {', '.join(unknown)}")
+        return cls(**d)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class DecodeStats:
+    """What one decode call cost. ``tokens`` counts answer tokens up to and including the
+    end-of-answer token, over the batch; ``forwards`` counts decode forwards (denoising steps
+    and commit passes; for AR one per token after the prefill)."""
+    prefill_ms: float = 0.0
+    decode_ms: float = 0.0
+    tokens: int = 0
+    forwards: int = 0
+    denoise_forwards: int = 0
+    blocks: int = 0
+    batch: int = 1
+
+    @property
+    def total_ms(self) -> float:
+        return self.prefill_ms + self.decode_ms
+
+    @property
+    def tokens_per_forward(self) -> float:
+        return self.tokens / max(1, self.forwards)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.update(total_ms=self.total_ms, tokens_per_forward=self.tokens_per_forward)
+        return d

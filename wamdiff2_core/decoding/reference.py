@@ -1,0 +1,181 @@
+"""The reference decoders: readable, eager, the ground truth for every faster variant.
+
+Block diffusion with an exact prefix KV cache: the prompt is prefilled once; each denoising
+step runs only the current block against the cache (its keys/values are cropped off again);
+one commit pass appends the finished block. ``use_cache=False`` recomputes the whole sequence
+at every step instead, which must give the same tokens (tests check it).
+
+The AR baseline decodes a block-size-1 next-token model token by token with a KV cache.
+
+Fixes over the reference repository's decoder: the padding mask applies at every step (so a
+padded row decodes exactly like the same prompt alone), the mask token is never committed,
+tokens after the end of the answer are dropped, and no cache-update forward runs after the
+final block.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from wamdiff2_core.decoding.config import DecodeConfig, DecodeStats
+from wamdiff2_core.decoding.prompt import Prompt, prepare_prompt
+from wamdiff2_core.decoding.remasking import commit_mask, transfer_schedule
+from wamdiff2_core.decoding.sampling import choose_tokens
+from wamdiff2_core.model import masks
+from wamdiff2_core.model.modeling import Wamdiff2Model, new_cache
+
+
+@dataclass
+class DecodeOutput:
+    sequences: list[list[int]]            # answer ids per row, end-of-answer excluded
+    finished: list[bool]                  # row produced an end-of-answer token
+    stats: DecodeStats = field(default_factory=DecodeStats)
+
+
+def _ms(t0: float) -> float:
+    return (time.perf_counter() - t0) * 1e3
+
+
+def finish_rows(raw: torch.Tensor, eoa: int, stats: DecodeStats) -> DecodeOutput:
+    """Cut each row of generated ids (B, N) at its first end-of-answer token."""
+    seqs, done = [], []
+    for row in raw.tolist():
+        if eoa in row:
+            cut = row.index(eoa)
+            seqs.append(row[:cut])
+            stats.tokens += cut + 1
+            done.append(True)
+        else:
+            seqs.append(row)
+            stats.tokens += len(row)
+            done.append(False)
+    return DecodeOutput(seqs, done, stats)
+
+
+class _Context:
+    """Keys seen so far (prompt + committed blocks) and how a step is computed against them:
+    with the exact KV cache, or by recomputing the full sequence."""
+
+    def __init__(self, model: Wamdiff2Model, prompt: Prompt, use_cache: bool):
+        self.model, self.prompt, self.use_cache = model, prompt, use_cache
+        self.types, self.blocks = prompt.types, prompt.blocks
+        self.ids, self.positions = prompt.input_ids, prompt.positions
+        self.cache = new_cache(model) if use_cache else None
+        # Logits at the last prompt position (the AR baseline's first token).
+        out = model.forward_logits(prompt.input_ids, prompt.prefill_mask(), prompt.positions,
+                                   self.cache, use_cache=use_cache, **prompt.vision)
+        self.last_logits = out[:, -1:]                                      # (B, 1, V)
+
+    def logits(self, x, types, blocks, positions, keep: bool) -> torch.Tensor:
+        """Logits of queries ``x`` (B, K) of the given layout against everything so far;
+        ``keep`` appends them to the context (a commit pass)."""
+        k_types = torch.cat([self.types, types], -1)
+        k_blocks = torch.cat([self.blocks, blocks], -1)
+        if self.use_cache:
+            length = self.cache.get_seq_length()
+            mask = masks.attention_mask(types, blocks, k_types, k_blocks)
+            out = self.model.forward_logits(x, mask, positions, self.cache, use_cache=True)
+            if not keep:
+                self.cache.crop(length - self.cache.get_seq_length())  # negative: drop them
+        else:
+            ids = torch.cat([self.ids, x], -1)
+            pos = torch.cat([self.positions, positions], -1)
+            mask = masks.attention_mask(k_types, k_blocks, k_types, k_blocks,
+                                        diagonal_offset=0)
+            out = self.model.forward_logits(ids, mask, pos, **self.prompt.vision)
+            out = out[:, -x.shape[1]:]
+            if keep:
+                self.ids, self.positions = ids, pos
+        if keep:
+            self.types, self.blocks = k_types, k_blocks
+        return out
+
+
+@torch.no_grad()
+def diffusion_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = DecodeConfig(),
+                     use_cache: bool = True) -> DecodeOutput:
+    """Block-diffusion decode of an encoded prompt batch."""
+    bsz = cfg.block_size or model.fields.block_size
+    schedule = transfer_schedule(bsz, cfg.steps_per_block or bsz)
+    mask_id, eoa = model.fields.mask_token_id, model.fields.eoa_token_id
+    gen = torch.Generator(device=model.device).manual_seed(cfg.seed)
+    stats = DecodeStats(batch=batch["input_ids"].shape[0])
+
+    t0 = time.perf_counter()
+    prompt = prepare_prompt(model, batch, bsz)
+    ctx = _Context(model, prompt, use_cache)
+    stats.prefill_ms = _ms(t0)
+
+    t0 = time.perf_counter()
+    n_blocks = -(-cfg.max_new_tokens // bsz)
+    finished = torch.zeros(prompt.batch, dtype=torch.bool, device=model.device)
+    out = []
+    for b in range(n_blocks):
+        off = b * bsz
+        x = torch.full((prompt.batch, bsz), mask_id, dtype=torch.long, device=model.device)
+        x[finished] = eoa
+        pos = prompt.answer_positions(off, bsz)                              # (3, B, K)
+        n_types, n_blocks_ = prompt.answer_layout(off, bsz, masks.NOISY)
+        for step, quota in enumerate(schedule):
+            masked = x == mask_id                                            # (B, K)
+            if not masked.any():
+                break
+            logits = ctx.logits(x, n_types, n_blocks_, pos, keep=False)
+            tokens, conf = choose_tokens(logits, mask_id, cfg.temperature, gen)
+            commit = commit_mask(cfg.commit_rule, conf, masked, quota,
+                                 step == len(schedule) - 1, cfg.threshold)
+            x = torch.where(commit, tokens, x)
+            stats.denoise_forwards += 1
+        out.append(x)
+        stats.blocks += 1
+        finished |= (x == eoa).any(-1)
+        if bool(finished.all()) or b == n_blocks - 1:
+            break
+        c_types, c_blocks = prompt.answer_layout(off, bsz, masks.CLEAN)
+        ctx.logits(x, c_types, c_blocks, pos, keep=True)                     # commit pass
+        stats.forwards += 1
+    stats.forwards += stats.denoise_forwards
+    stats.decode_ms = _ms(t0)
+    return finish_rows(torch.cat(out, -1), eoa, stats)
+
+
+@torch.no_grad()
+def ar_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = DecodeConfig(),
+              use_cache: bool = True) -> DecodeOutput:
+    """Token-by-token decode of a next-token (block size 1) model."""
+    mask_id, eoa = model.fields.mask_token_id, model.fields.eoa_token_id
+    gen = torch.Generator(device=model.device).manual_seed(cfg.seed)
+    stats = DecodeStats(batch=batch["input_ids"].shape[0])
+
+    t0 = time.perf_counter()
+    prompt = prepare_prompt(model, batch, 1)
+    ctx = _Context(model, prompt, use_cache)
+    tok, _ = choose_tokens(ctx.last_logits, mask_id, cfg.temperature, gen)   # (B, 1)
+    stats.prefill_ms = _ms(t0)
+
+    t0 = time.perf_counter()
+    out, done = [tok], tok[:, 0] == eoa
+    for j in range(1, cfg.max_new_tokens):
+        if bool(done.all()):
+            break
+        types, blocks = prompt.answer_layout(j - 1, 1, masks.CLEAN)
+        logits = ctx.logits(tok, types, blocks, prompt.answer_positions(j - 1, 1), keep=True)
+        tok, _ = choose_tokens(logits, mask_id, cfg.temperature, gen)
+        tok = torch.where(done.unsqueeze(-1), torch.full_like(tok, eoa), tok)
+        done |= tok[:, 0] == eoa
+        out.append(tok)
+        stats.forwards += 1
+    stats.blocks = len(out)
+    stats.decode_ms = _ms(t0)
+    return finish_rows(torch.cat(out, -1), eoa, stats)
+
+
+DECODERS = {"diffusion": diffusion_decode, "ar": ar_decode}
+
+
+def decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = DecodeConfig(),
+           use_cache: bool = True) -> DecodeOutput:
+    """Decode with the paradigm the checkpoint was trained for."""
+    return DECODERS[model.fields.paradigm](model, batch, cfg, use_cache)

@@ -1,0 +1,68 @@
+"""Commit rules: which masked positions of a block take their predicted token this step.
+
+Each rule maps (confidence (B, K) fp32, masked (B, K) bool, step, budget) to a (B, K) bool
+commit mask that is a subset of ``masked``. They are written with masks, ``where`` and ranks
+only (no ``.item()``, boolean indexing or ``nonzero``), so the reference and the fast decoder
+share them and the fast step stays free of host synchronisation. On the last step of the
+budget every masked position is committed, so a block always completes.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+Rule = Callable[..., torch.Tensor]
+
+
+def transfer_schedule(block_size: int, steps: int) -> list[int]:
+    """How many positions the static rules commit at each step: an even split of the block
+    over the budget, the remainder on the first steps (sums to ``block_size``)."""
+    steps = min(steps, block_size)
+    base, extra = divmod(block_size, steps)
+    return [base + (1 if s < extra else 0) for s in range(steps)]
+
+
+def confidence_rank(confidence: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:
+    """Rank (0 = most confident) of each masked position among its row's masked positions;
+    unmasked positions rank after all masked ones. Ties break towards the left."""
+    key = torch.where(masked, confidence, torch.full_like(confidence, float("-inf")))
+    order = torch.argsort(key, dim=-1, descending=True, stable=True)       # (B, K)
+    return torch.argsort(order, dim=-1, stable=True)                        # (B, K)
+
+
+def position_rank(masked: torch.Tensor) -> torch.Tensor:
+    """Rank of each masked position from the left among its row's masked positions."""
+    return masked.long().cumsum(-1) - 1
+
+
+def low_confidence_dynamic(confidence, masked, quota, last, threshold):
+    """Commit every masked position with confidence >= threshold, and at least the single
+    most confident masked one."""
+    rank = confidence_rank(confidence, masked)
+    return masked & ((confidence >= threshold) | (rank == 0) | last)
+
+
+def low_confidence_static(confidence, masked, quota, last, threshold):
+    """Commit the ``quota`` most confident masked positions."""
+    rank = confidence_rank(confidence, masked)
+    return masked & ((rank < quota) | last)
+
+
+def sequential(confidence, masked, quota, last, threshold):
+    """Commit the ``quota`` leftmost masked positions."""
+    return masked & ((position_rank(masked) < quota) | last)
+
+
+COMMIT_RULE_FNS: dict[str, Rule] = {
+    "low_confidence_dynamic": low_confidence_dynamic,
+    "low_confidence_static": low_confidence_static,
+    "sequential": sequential,
+}
+
+
+def commit_mask(rule: str, confidence: torch.Tensor, masked: torch.Tensor,
+                quota: torch.Tensor | int, last: torch.Tensor | bool,
+                threshold: float) -> torch.Tensor:
+    """Dispatch to a named rule. ``quota`` and ``last`` may be 0-d tensors (no host sync)."""
+    return COMMIT_RULE_FNS[rule](confidence, masked, quota, last, threshold)

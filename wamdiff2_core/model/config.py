@@ -1,0 +1,71 @@
+"""Qwen3-VL configuration plus the diffusion fields.
+
+The diffusion fields live in the Hugging Face ``config.json`` under the key ``wamdiff2`` so a
+checkpoint directory is still a valid Qwen3-VL checkpoint for any other tool.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+from transformers import Qwen3VLConfig
+
+from wamdiff2_core.model.presets import Preset
+
+PARADIGMS = ("ar", "diffusion")
+
+
+@dataclass(frozen=True)
+class DiffusionFields:
+    """What decoding needs to know beyond the Qwen3-VL shapes.
+
+    paradigm: "ar" for the stage-0 next-token model, "diffusion" for block diffusion.
+    block_size: answer block length B (1 for AR).
+    """
+    paradigm: str
+    block_size: int
+    mask_token_id: int
+    eoa_token_id: int
+    pad_token_id: int
+    preset: str = ""
+
+    def __post_init__(self):
+        if self.paradigm not in PARADIGMS:
+            raise ValueError(f"paradigm must be one of {PARADIGMS}, got {self.paradigm!r}")
+        if self.block_size < 1:
+            raise ValueError(f"block_size must be >= 1, got {self.block_size}")
+
+    def with_(self, **kw) -> "DiffusionFields":
+        return replace(self, **kw)
+
+
+def build_config(preset: Preset, vocab_size: int, special_ids: dict[str, int],
+                 fields: DiffusionFields) -> Qwen3VLConfig:
+    """A Qwen3-VL config of ``preset``'s shape for a tokenizer of ``vocab_size`` tokens."""
+    text = dict(preset.text)
+    text.setdefault("vocab_size", vocab_size)
+    text["vocab_size"] = max(text["vocab_size"], vocab_size)
+    text.update(attention_bias=False, hidden_act="silu", rms_norm_eps=1e-6,
+                pad_token_id=fields.pad_token_id)
+    vision = dict(preset.vision, patch_size=16, spatial_merge_size=2, temporal_patch_size=2,
+                  in_channels=3, hidden_act="gelu_pytorch_tanh")
+    cfg = Qwen3VLConfig(text_config=text, vision_config=vision,
+                        image_token_id=special_ids["image"], video_token_id=special_ids["video"],
+                        vision_start_token_id=special_ids["vision_start"],
+                        vision_end_token_id=special_ids["vision_end"],
+                        tie_word_embeddings=preset.tie_word_embeddings)
+    set_fields(cfg, fields)
+    return cfg
+
+
+def set_fields(cfg: Qwen3VLConfig, fields: DiffusionFields) -> None:
+    cfg.wamdiff2 = asdict(fields)
+
+
+def get_fields(cfg: Qwen3VLConfig, defaults: DiffusionFields | None = None) -> DiffusionFields:
+    """The diffusion fields of a config; ``defaults`` for a plain Qwen3-VL checkpoint."""
+    raw = getattr(cfg, "wamdiff2", None)
+    if raw is None:
+        if defaults is None:
+            raise ValueError("config has no 'wamdiff2' fields and no defaults were given")
+        return defaults
+    return DiffusionFields(**raw)
