@@ -1,1 +1,48 @@
-"""wamdiff2_core.tasks"""
+"""wamdiff2_core.tasks: task prompts, answer formats and strict answer parsers.
+
+Three tasks share one scene opening ("Here is a front-view images from a driving vehicle:
+<image>\\n", the reference repository's text):
+
+* planning: :func:`planning_prompt` (the reference user turn, byte for byte) and the answer
+  ``x1,y1,...,x8,y8`` (:func:`format_waypoints` / :func:`parse_waypoints`);
+* detection: :func:`detection_prompt` and a Qwen3-VL JSON box list on a 0-1000 grid
+  (:func:`format_detections` / :func:`parse_detections`);
+* qa: :func:`qa_prompt` and free text (:func:`format_answer` / :func:`parse_answer`).
+
+Every parser raises :class:`AnswerParseError` (a ``ValueError``) and nothing else on a
+malformed or non-str input. :func:`conversation_record` / :func:`record_prompt_and_answer`
+write and read the reference repository's conversation JSON records. See docs/tasks.md.
+"""
+from .conversation import conversation_record, record_prompt_and_answer
+from .detection import Detection, detection_prompt, format_detections, parse_detections
+from .errors import AnswerParseError
+from .planning import (
+    COMMANDS,
+    NUM_WAYPOINTS,
+    WAYPOINT_DT_S,
+    format_waypoints,
+    parse_planning_prompt,
+    parse_waypoints,
+    planning_prompt,
+)
+from .qa import format_answer, parse_answer, qa_prompt
+
+__all__ = [
+    "AnswerParseError",
+    "COMMANDS",
+    "NUM_WAYPOINTS",
+    "WAYPOINT_DT_S",
+    "planning_prompt",
+    "parse_planning_prompt",
+    "format_waypoints",
+    "parse_waypoints",
+    "Detection",
+    "detection_prompt",
+    "format_detections",
+    "parse_detections",
+    "qa_prompt",
+    "format_answer",
+    "parse_answer",
+    "conversation_record",
+    "record_prompt_and_answer",
+]
