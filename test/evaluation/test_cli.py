@@ -51,3 +51,28 @@ def test_user_errors_exit_2_with_one_sentence(data_dir, tmp_path, capsys, argv_t
     rc = main(["eval", "open-loop", "--checkpoint", "ground-truth", "--out",
                str(tmp_path / "o"), "--no-progress", *argv])
     assert rc == 2 and message in capsys.readouterr().err
+
+
+def test_tiny_preset_planner_runs_and_reports_parse_failures(data_dir, tmp_path, capsys):
+    # An untrained tiny model, answers capped at 8 tokens: a plan needs 16 numbers, so every
+    # planning answer must fail to parse; the run must still finish with a full report.
+    out = tmp_path / "report"
+    rc = main(["eval", "open-loop", "--checkpoint", "tiny", "--data", str(data_dir),
+               "--out", str(out), "--tasks", "planning,qa", "--limit", "3",
+               "--max-new-tokens", "8", "--block-size", "4", "--steps-per-block", "1",
+               "--json", "--no-progress"])
+    assert rc == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["planning"]["num_records"] == 2 and report["qa"]["num_records"] == 1
+    assert report["parse_failure_rate"]["planning"] == 1.0
+    assert report["planning"]["l2_at_1s"] is None
+    assert report["info"]["decode"]["max_new_tokens"] == 8
+    assert report["info"]["decode"]["block_size"] == 4
+    assert report["qa"]["mean_predict_ms"] > 0
+    assert not (out / "l2_per_waypoint.png").exists()
+
+
+def test_bad_checkpoint_is_a_user_error(data_dir, tmp_path, capsys):
+    rc = main(["eval", "open-loop", "--checkpoint", "no-such-preset", "--data", str(data_dir),
+               "--out", str(tmp_path / "o"), "--no-progress"])
+    assert rc == 2 and "no-such-preset" in capsys.readouterr().err

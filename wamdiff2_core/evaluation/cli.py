@@ -44,6 +44,8 @@ def register(subparsers) -> None:
                         help="decode block size (default: the checkpoint's)")
     parser.add_argument("--steps-per-block", type=int, default=None,
                         help="denoising steps per block (default: the block size)")
+    parser.add_argument("--max-new-tokens", type=int, default=None,
+                        help="answer length cap in tokens (default: the decoder's)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run_open_loop)
 
@@ -89,17 +91,25 @@ def _select(records: list[dict], tasks: str | None, limit: int | None) -> list[d
 
 def _predictor(args: argparse.Namespace):
     """The predict function and provenance for ``--checkpoint``."""
+    from wamdiff2_core.cli import CliError
     from .predictors import GROUND_TRUTH, ground_truth_predictor, planner_predictor
 
     if args.checkpoint == GROUND_TRUTH:
         return ground_truth_predictor(), {"checkpoint": GROUND_TRUTH}
-    from wamdiff2_core.decoding import DecodeConfig
+    from wamdiff2_core.decoding.config import DecodeConfig
     from wamdiff2_core.planner import Planner
 
-    decode = DecodeConfig(block_size=args.block_size, steps_per_block=args.steps_per_block)
-    planner = Planner.from_pretrained(args.checkpoint, decode=decode, device=args.device)
-    info = {"checkpoint": args.checkpoint, "device": args.device,
-            "block_size": args.block_size, "steps_per_block": args.steps_per_block}
+    knobs = {"block_size": args.block_size, "steps_per_block": args.steps_per_block,
+             "max_new_tokens": args.max_new_tokens}
+    try:
+        decode = DecodeConfig(**{k: v for k, v in knobs.items() if v is not None})
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    try:
+        planner = Planner.from_pretrained(args.checkpoint, decode=decode, device=args.device)
+    except ValueError as exc:          # CheckpointError: not a checkpoint, not a preset
+        raise CliError(str(exc)) from None
+    info = {"checkpoint": args.checkpoint, "device": args.device, "decode": decode.to_dict()}
     return planner_predictor(planner), info
 
 

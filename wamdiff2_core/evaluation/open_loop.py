@@ -18,7 +18,6 @@ from pathlib import Path
 from PIL import Image
 from tqdm.auto import tqdm
 
-from .l2 import HORIZONS_S
 from .scorers import SCORERS, TaskScorer
 
 Predict = Callable[[dict, "Image.Image | None"], str]
@@ -113,5 +112,5 @@ def evaluate_open_loop(records: Iterable[dict], predict: Predict,
         tasks={name: scorer.metrics() for name, scorer in scorers.items()}, skipped=skipped)
 
 
-__all__ = ["HORIZONS_S", "L2_CONVENTIONS", "OpenLoopReport", "Predict", "evaluate_open_loop",
+__all__ = ["L2_CONVENTIONS", "OpenLoopReport", "Predict", "evaluate_open_loop",
            "load_image"]
