@@ -74,3 +74,12 @@ def test_empty_cases_do_not_crash():
 def test_length_mismatch_is_an_error():
     with pytest.raises(ValueError):
         detection_map(GT, [[]])
+
+
+def test_equal_scores_rank_in_answer_order():
+    # Parsed answers carry no scores (all 1.0): the order the model wrote them in decides.
+    gt = [[GT[0][0]]]
+    false_first = [[Det((200, 100, 240, 140)), Det((10, 10, 50, 40))]]
+    true_first = [[Det((10, 10, 50, 40)), Det((200, 100, 240, 140))]]
+    assert detection_map(gt, false_first).ap50 == pytest.approx(0.5)
+    assert detection_map(gt, true_first).ap50 == pytest.approx(1.0)
