@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="wamdiff2",
         description="WAM-Diff2: block-causal diffusion VLA planner (plan, data, eval, "
                     "train, bench, bag, demo).")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="wamdiff2_command", metavar="COMMAND")
     for name in SUBCOMMAND_MODULES:
         try:
             module = importlib.import_module(name)
@@ -64,14 +64,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
-        return 0 if args.command is None else 2
+        return 0 if args.wamdiff2_command is None else 2
     try:
         return int(args.func(args) or 0)
     except CliError as exc:
-        print(f"wamdiff2 {args.command}: error: {exc}", file=sys.stderr)
+        print(f"wamdiff2 {args.wamdiff2_command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"wamdiff2 {args.command}: interrupted", file=sys.stderr)
+        print(f"wamdiff2 {args.wamdiff2_command}: interrupted", file=sys.stderr)
         return 130
 
 

@@ -1,0 +1,172 @@
+"""The public entry: ``Planner.from_pretrained(...).plan(observation)``.
+
+The planner never sees a ROS message: observations are plain images and numbers, results are
+numpy arrays and text. A malformed model answer raises ``AnswerParseError`` (with the raw text)
+so callers decide on the fallback.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+
+from wamdiff2_core import tasks
+from wamdiff2_core.decoding.config import DecodeConfig, DecodeStats
+from wamdiff2_core.decoding.reference import DecodeOutput, decode as reference_decode
+from wamdiff2_core.model.modeling import CheckpointError, Wamdiff2Model
+from wamdiff2_core.model.presets import PRESETS
+from wamdiff2_core.model.processor import to_pil
+
+BUNDLED = Path(__file__).resolve().parent / "assets" / "default_model"
+DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
+          "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+
+Decoder = Callable[[Wamdiff2Model, dict, DecodeConfig], DecodeOutput]
+# Decoding backends by name; the fast decoder registers itself as "fast".
+DECODER_BACKENDS: dict[str, Decoder] = {"reference": reference_decode}
+
+
+def bundled_checkpoint_path() -> Path | None:
+    """The trained default model shipped in the package, or None if this checkout has none."""
+    return BUNDLED if (BUNDLED / "config.json").exists() else None
+
+
+@dataclass
+class Observation:
+    """One planning input. Images: PIL images or (H, W, 3) uint8 RGB arrays. Velocity and
+    acceleration in the ego frame (x forward, y left), m/s and m/s^2."""
+    images: list
+    command: str = "straight"
+    velocity: tuple[float, float] = (0.0, 0.0)
+    acceleration: tuple[float, float] = (0.0, 0.0)
+    position: tuple[float, float] = (0.0, 0.0)
+    stamp: object = None
+
+
+@dataclass
+class PlanResult:
+    waypoints: np.ndarray            # (8, 2) metres, ego frame, t = 0.5 .. 4.0 s
+    text: str
+    stats: DecodeStats = field(default_factory=DecodeStats)
+
+
+@dataclass
+class DetectResult:
+    detections: list
+    text: str
+    stats: DecodeStats = field(default_factory=DecodeStats)
+
+
+@dataclass
+class AnswerResult:
+    text: str
+    stats: DecodeStats = field(default_factory=DecodeStats)
+
+
+def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
+    if dtype is None or isinstance(dtype, torch.dtype):
+        return dtype
+    try:
+        return DTYPES[dtype]
+    except KeyError:
+        raise ValueError(f"unknown dtype {dtype!r}; use one of {sorted(DTYPES)}") from None
+
+
+def load_model(path_or_preset: str | Path | None, device: str = "cpu",
+               dtype: str | torch.dtype | None = None, seed: int = 0) -> Wamdiff2Model:
+    """A model from a checkpoint directory, a preset name, or (None) the bundled default."""
+    dt = resolve_dtype(dtype)
+    if path_or_preset is None:
+        path_or_preset = bundled_checkpoint_path()
+        if path_or_preset is None:
+            raise CheckpointError("this checkout has no bundled model "
+                                  f"({BUNDLED} is missing); pass a checkpoint or a preset")
+    name = str(path_or_preset)
+    if Path(name).is_dir() or name not in PRESETS:
+        if not Path(name).exists() and "/" not in name and "\\" not in name:
+            raise CheckpointError(f"{name!r} is neither a checkpoint directory nor a preset "
+                                  f"(presets: {', '.join(sorted(PRESETS))})")
+        return Wamdiff2Model.from_pretrained(name, device=device, dtype=dt)
+    return Wamdiff2Model.from_preset(name, seed=seed, device=device,
+                                     dtype=dt or torch.float32)
+
+
+class Planner:
+    """Plans, detects and answers from camera images with one Wamdiff2 model."""
+
+    def __init__(self, model: Wamdiff2Model, decode: DecodeConfig = DecodeConfig(),
+                 backend: str = "reference"):
+        if backend not in DECODER_BACKENDS:
+            raise ValueError(f"unknown decoder backend {backend!r}; "
+                             f"known: {', '.join(sorted(DECODER_BACKENDS))}")
+        self.model = model
+        self.decode = decode
+        self.backend = backend
+
+    @classmethod
+    def from_pretrained(cls, path_or_preset: str | Path | None = None,
+                        decode: DecodeConfig = DecodeConfig(), device: str = "cpu",
+                        dtype: str | torch.dtype | None = None,
+                        backend: str = "reference") -> "Planner":
+        """Load a checkpoint directory, build a preset, or (None) load the bundled model."""
+        return cls(load_model(path_or_preset, device, dtype), decode, backend)
+
+    def reconfigure(self, decode: DecodeConfig | None = None,
+                    backend: str | None = None) -> "Planner":
+        """A new planner sharing these weights with other decoding settings."""
+        return type(self)(self.model, decode or self.decode, backend or self.backend)
+
+    # ------------------------------------------------------------------ core
+    def generate(self, prompts: Sequence[str], images: Sequence[list]
+                 ) -> tuple[list[str], DecodeStats]:
+        """Raw answer texts for a batch of prompts (one image list per prompt)."""
+        batch = self.model.processor.encode_prompts(list(prompts), [list(i) for i in images])
+        out = DECODER_BACKENDS[self.backend](self.model, batch, self.decode)
+        texts = [self.model.processor.decode_answer(s) for s in out.sequences]
+        return texts, out.stats
+
+    def plan_batch(self, observations: Sequence[Observation]
+                   ) -> list[PlanResult | tasks.AnswerParseError]:
+        """Plans for several observations in one batch; a malformed answer is returned as its
+        AnswerParseError in that slot, so one bad row does not hide the others."""
+        prompts = [tasks.planning_prompt(o.command, o.velocity, o.acceleration, o.position)
+                   for o in observations]
+        texts, stats = self.generate(prompts, [o.images for o in observations])
+        results = []
+        for text in texts:
+            try:
+                results.append(PlanResult(tasks.parse_waypoints(text), text, stats))
+            except tasks.AnswerParseError as exc:
+                results.append(exc)
+        return results
+
+    def plan(self, observation: Observation) -> PlanResult:
+        """Eight waypoints for one observation; raises AnswerParseError on a malformed answer."""
+        if observation.command not in tasks.COMMANDS:
+            raise ValueError(f"unknown command {observation.command!r}; "
+                             f"expected one of {tasks.COMMANDS}")
+        result = self.plan_batch([observation])[0]
+        if isinstance(result, tasks.AnswerParseError):
+            raise result
+        return result
+
+    def detect(self, images: list) -> DetectResult:
+        """2-D boxes (pixels of the first image) of the objects the model sees."""
+        width, height = to_pil(images[0]).size
+        texts, stats = self.generate([tasks.detection_prompt()], [images])
+        return DetectResult(tasks.parse_detections(texts[0], width, height), texts[0], stats)
+
+    def answer(self, images: list, question: str) -> AnswerResult:
+        """A free-text answer to a question about the images."""
+        texts, stats = self.generate([tasks.qa_prompt(question)], [images])
+        return AnswerResult(tasks.parse_answer(texts[0]), stats)
+
+    def warmup(self, width: int = 320, height: int = 180) -> DecodeStats:
+        """One throw-away decode on a blank image so the first real request is not slow."""
+        blank = np.zeros((height, width, 3), np.uint8)
+        _, stats = self.generate([tasks.planning_prompt("straight", (0.0, 0.0), (0.0, 0.0))],
+                                 [[blank]])
+        return stats
