@@ -72,6 +72,8 @@ def test_plan_clears_a_car_in_the_next_lane_and_a_departed_car():
     gone = {"id": 2, "size": [4.0, 2.0], "poses": [[5.0, 0.0, 0.0]] + [[np.nan] * 3] * 7}
     hits = plan_collisions(plan, EGO, [next_lane, gone])
     assert hits.tolist() == [True] + [False] * 7              # only while `gone` is there
+    gone_as_json_null = dict(gone, poses=[[5.0, 0.0, 0.0]] + [[None] * 3] * 7)
+    assert plan_collisions(plan, EGO, [gone_as_json_null]).tolist() == [True] + [False] * 7
 
 
 def test_heading_from_travel_decides_a_diagonal_near_miss():
