@@ -138,7 +138,7 @@ def diffusion_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = Deco
         stats.forwards += 1
     stats.forwards += stats.denoise_forwards
     stats.decode_ms = _ms(t0)
-    return finish_rows(torch.cat(out, -1), eoa, stats)
+    return finish_rows(torch.cat(out, -1)[:, :cfg.max_new_tokens], eoa, stats)
 
 
 @torch.no_grad()
