@@ -1,0 +1,261 @@
+"""Offscreen front-camera rendering with Panda3D, on the CPU, with no display.
+
+Two passes share one camera pose and lens:
+
+- colour: sky, ground, road surface, lane markings (solid and dashed), vehicles as
+  flat-shaded boxes (each face's brightness baked into its vertex colours, no lights);
+- id: only the vehicles, unlit, each painted with a colour that encodes its id; the
+  decoded image says which vehicle (if any) is visible at every pixel, which gives
+  occlusion-aware detection boxes.
+
+The software renderer (``p3tinydisplay``) is used: it needs no GPU, no X server and no
+EGL, and it is deterministic. The ground layers are drawn in a fixed order without depth
+testing (they are coplanar; a depth buffer would make markings flicker with distance),
+vehicles with depth testing on top.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from wamdiff2_core.sim.camera import VEHICLE_HEIGHT_M, CameraConfig, camera_pose
+
+_PRC = """
+load-display p3tinydisplay
+window-type offscreen
+audio-library-name null
+framebuffer-multisample 0
+sync-video false
+notify-level error
+notify-level-x11display fatal
+default-directnotify-level error
+"""
+CHUNK_M = 40.0             # road geometry is built in pieces this long along each lane
+CELL_M = 50.0              # spatial index cell for road chunks
+STEP_M = 2.0               # sampling step along a lane
+MARKING_WIDTH_M = 0.15
+DASH_M, GAP_M = 3.0, 6.0
+ID_LEVELS = 64             # id colours: 64 levels per channel (tinydisplay is off by <= 1)
+MAX_ID = ID_LEVELS * ID_LEVELS - 2
+
+SKY = (0.62, 0.76, 0.92, 1.0)
+GRASS = (0.36, 0.47, 0.30, 1.0)
+ASPHALT = (0.30, 0.30, 0.32, 1.0)
+MARKING = (0.95, 0.95, 0.92, 1.0)
+PALETTE = ((0.80, 0.15, 0.15), (0.15, 0.35, 0.80), (0.90, 0.75, 0.10), (0.95, 0.95, 0.95),
+           (0.10, 0.55, 0.25), (0.55, 0.20, 0.65), (0.95, 0.50, 0.10), (0.20, 0.20, 0.22))
+
+_ENGINE = None
+
+
+def _engine():
+    """One Panda3D graphics pipe and engine per process, created on first use."""
+    global _ENGINE
+    if _ENGINE is None:
+        from panda3d.core import GraphicsEngine, GraphicsPipeSelection, loadPrcFileData
+
+        loadPrcFileData("wamdiff2-sim", _PRC)
+        selection = GraphicsPipeSelection.get_global_ptr()
+        selection.load_aux_modules()
+        pipe = selection.make_pipe("TinyOffscreenGraphicsPipe")
+        if pipe is None:
+            raise RuntimeError("Panda3D's software renderer (p3tinydisplay) is unavailable")
+        _ENGINE = (pipe, GraphicsEngine(pipe))
+    return _ENGINE
+
+
+def encode_id(vehicle_id: int) -> tuple[float, float, float, float]:
+    """The id-pass colour of a vehicle (RGBA floats)."""
+    code = vehicle_id + 1
+    if not 0 < code <= MAX_ID + 1:
+        raise ValueError(f"vehicle id {vehicle_id} cannot be encoded (max {MAX_ID})")
+    r, g = code % ID_LEVELS, code // ID_LEVELS
+    return ((4 * r + 2) / 255.0, (4 * g + 2) / 255.0, 0.0, 1.0)
+
+
+def decode_ids(rgb: np.ndarray) -> np.ndarray:
+    """Id-pass image (H, W, 3) uint8 -> vehicle ids (H, W) int32, -1 where none."""
+    code = (rgb[..., 1].astype(np.int32) // 4) * ID_LEVELS + rgb[..., 0].astype(np.int32) // 4
+    return code - 1
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One rendered camera frame."""
+
+    rgb: np.ndarray      # (H, W, 3) uint8
+    ids: np.ndarray      # (H, W) int32, vehicle id or -1
+
+
+class CameraRenderer:
+    """Renders the front camera of one world (one road); reuse it for every frame."""
+
+    def __init__(self, config: CameraConfig, lanes: list) -> None:
+        from panda3d.core import Camera, NodePath, PerspectiveLens
+
+        self.config = config
+        self._pipe, self._engine = _engine()
+        self._lanes = lanes
+        self._color_root = NodePath("color")
+        self._id_root = NodePath("id")
+        lens = PerspectiveLens()
+        fx, fy, cx, cy = config.intrinsics
+        lens.set_film_size(config.width / fx, config.height / fy)
+        lens.set_focal_length(1.0)
+        lens.set_film_offset((config.width / 2.0 - cx) / fx, (cy - config.height / 2.0) / fy)
+        lens.set_near_far(config.near, config.far)
+        self._buffers = []
+        self._cameras = []
+        self._textures = []
+        for root, clear in ((self._color_root, SKY), (self._id_root, (0, 0, 0, 1))):
+            camera = root.attach_new_node(Camera("camera", lens))
+            self._add_buffer(camera, clear)
+            self._cameras.append(camera)
+        for root in (self._color_root, self._id_root):
+            root.set_light_off()
+            root.set_two_sided(True)
+        self._ground = self._make_ground()
+        self._chunks: dict[tuple, object] = {}
+        self._attached: set[tuple] = set()
+        self._cells = self._index_chunks()
+        self._vehicles: dict[int, tuple[object, object]] = {}
+
+    # ----------------------------------------------------------------------------- set-up
+    def _add_buffer(self, camera, clear) -> None:
+        from panda3d.core import (FrameBufferProperties, GraphicsOutput, GraphicsPipe,
+                                  Texture, WindowProperties)
+
+        props = FrameBufferProperties()
+        props.set_rgb_color(True)
+        props.set_color_bits(24)
+        props.set_depth_bits(24)
+        buffer = self._engine.make_output(
+            self._pipe, f"wamdiff2-camera-{len(self._buffers)}", 0, props,
+            WindowProperties.size(self.config.width, self.config.height),
+            GraphicsPipe.BF_refuse_window)
+        if buffer is None:
+            raise RuntimeError("Panda3D could not open an offscreen buffer")
+        texture = Texture()
+        buffer.add_render_texture(texture, GraphicsOutput.RTM_copy_ram)
+        buffer.set_clear_color(clear)
+        region = buffer.make_display_region()
+        region.set_camera(camera)
+        self._buffers.append(buffer)
+        self._textures.append(texture)
+
+    def _make_ground(self):
+        from wamdiff2_core.sim.meshes import quad_strip_node
+
+        half = self.config.far * 2.0
+        corners = np.array([[-half, -half], [half, -half], [half, half], [-half, half]])
+        node = self._color_root.attach_new_node(
+            quad_strip_node("ground", corners[[0, 3]], corners[[1, 2]], GRASS))
+        _ground_layer(node, 0)
+        return node
+
+    def _index_chunks(self) -> dict[tuple[int, int], list[tuple]]:
+        cells: dict[tuple[int, int], list[tuple]] = {}
+        for lane_no, lane in enumerate(self._lanes):
+            count = max(1, math.ceil(lane.length / CHUNK_M))
+            starts = np.arange(count) * CHUNK_M
+            centres = lane.points(np.minimum(starts + CHUNK_M / 2, lane.length))
+            for k, centre in enumerate(centres):
+                cell = (int(centre[0] // CELL_M), int(centre[1] // CELL_M))
+                cells.setdefault(cell, []).append((lane_no, k))
+        return cells
+
+    def _chunk(self, key: tuple):
+        from wamdiff2_core.sim.meshes import lane_chunk_nodes
+
+        if key not in self._chunks:
+            lane = self._lanes[key[0]]
+            start = key[1] * CHUNK_M
+            end = min(lane.length, start + CHUNK_M)
+            surface, markings = lane_chunk_nodes(lane, start, end, STEP_M, MARKING_WIDTH_M,
+                                                 DASH_M, GAP_M, ASPHALT, MARKING)
+            holder = self._color_root.attach_new_node(f"chunk-{key}")
+            _ground_layer(holder.attach_new_node(surface), 1)
+            if markings is not None:
+                _ground_layer(holder.attach_new_node(markings), 2)
+            holder.detach_node()
+            self._chunks[key] = holder
+        return self._chunks[key]
+
+    # ----------------------------------------------------------------------------- frames
+    def _update_road(self, centre: np.ndarray) -> None:
+        reach = int(math.ceil((self.config.far + CHUNK_M) / CELL_M))
+        cx, cy = int(centre[0] // CELL_M), int(centre[1] // CELL_M)
+        wanted = set()
+        for dx in range(-reach, reach + 1):
+            for dy in range(-reach, reach + 1):
+                wanted.update(self._cells.get((cx + dx, cy + dy), ()))
+        for key in sorted(self._attached - wanted):
+            self._chunks[key].detach_node()
+        for key in sorted(wanted - self._attached):
+            self._chunk(key).reparent_to(self._color_root)
+        self._attached = wanted
+
+    def _update_vehicles(self, agents) -> None:
+        from wamdiff2_core.sim.meshes import box_node
+
+        present = set()
+        for agent in agents:
+            present.add(agent.id)
+            if agent.id not in self._vehicles:
+                colour = (*PALETTE[agent.id % len(PALETTE)], 1.0)
+                lit = self._color_root.attach_new_node(box_node("vehicle", colour, lit=True))
+                flat = self._id_root.attach_new_node(
+                    box_node("vehicle-id", encode_id(agent.id), lit=False))
+                self._vehicles[agent.id] = (lit, flat)
+            for node, root in zip(self._vehicles[agent.id], (self._color_root, self._id_root)):
+                node.reparent_to(root)
+                node.set_pos(agent.x, agent.y, 0.0)
+                node.set_hpr(math.degrees(agent.yaw), 0.0, 0.0)
+                node.set_scale(agent.length, agent.width, VEHICLE_HEIGHT_M)
+        for vehicle_id, nodes in self._vehicles.items():
+            if vehicle_id not in present:
+                for node in nodes:
+                    node.detach_node()
+
+    def render(self, ego, agents) -> Frame:
+        """Render the ego's front camera with ``agents`` (AgentStates, ego excluded)."""
+        centre, axes = camera_pose(self.config, ego.xy, ego.yaw)
+        yaw_deg = math.degrees(math.atan2(axes[2][1], axes[2][0]))
+        for camera in self._cameras:
+            camera.set_pos(*centre)
+            camera.set_hpr(yaw_deg - 90.0, self.config.pitch_deg, 0.0)
+        self._ground.set_pos(centre[0], centre[1], 0.0)
+        self._update_road(centre)
+        self._update_vehicles(agents)
+        self._engine.render_frame()
+        rgb, id_rgb = (self._read(texture) for texture in self._textures)
+        return Frame(rgb=rgb, ids=decode_ids(id_rgb))
+
+    def _read(self, texture) -> np.ndarray:
+        data = bytes(texture.get_ram_image_as("RGB"))
+        image = np.frombuffer(data, dtype=np.uint8).reshape(
+            texture.get_y_size(), texture.get_x_size(), 3)
+        return np.ascontiguousarray(image[::-1])   # Panda3D stores rows bottom-up
+
+    def close(self) -> None:
+        """Release the offscreen buffers."""
+        for buffer in self._buffers:
+            self._engine.remove_window(buffer)
+        self._buffers = []
+        self._color_root.remove_node()
+        self._id_root.remove_node()
+
+    def __enter__(self) -> CameraRenderer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _ground_layer(node, order: int) -> None:
+    """Draw a coplanar ground layer in a fixed order, without depth test or write."""
+    node.set_bin("background", order)
+    node.set_depth_test(False)
+    node.set_depth_write(False)
