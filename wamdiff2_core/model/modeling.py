@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from transformers import Qwen3VLForConditionalGeneration
 from transformers.cache_utils import DynamicCache
 
@@ -74,7 +75,7 @@ class Wamdiff2Model(torch.nn.Module):
             hf = Qwen3VLForConditionalGeneration.from_pretrained(
                 str(path), attn_implementation="sdpa", dtype=dtype or torch.float32,
                 use_safetensors=True)
-        except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        except (OSError, ValueError, KeyError, RuntimeError, SafetensorError) as exc:
             raise CheckpointError(f"cannot load checkpoint {path}: {exc}") from exc
         default = DiffusionFields(paradigm="diffusion", block_size=32,
                                   mask_token_id=processor.mask_id,

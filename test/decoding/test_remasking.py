@@ -1,0 +1,53 @@
+"""Each commit rule commits what it promises, on hand-made confidences."""
+import torch
+
+from wamdiff2_core.decoding.remasking import commit_mask, transfer_schedule
+
+CONF = torch.tensor([[0.95, 0.20, 0.91, 0.50, 0.99, 0.30]])
+
+
+def test_dynamic_commits_everything_above_threshold():
+    masked = torch.tensor([[True, True, True, True, False, True]])
+    got = commit_mask("low_confidence_dynamic", CONF, masked, 1, False, 0.9)
+    # 0.99 is above the threshold but already committed (not masked)
+    assert got.tolist() == [[True, False, True, False, False, False]]
+
+
+def test_dynamic_commits_at_least_the_most_confident_one():
+    masked = torch.tensor([[False, True, False, True, False, True]])
+    got = commit_mask("low_confidence_dynamic", CONF, masked, 1, False, 0.9)
+    assert got.tolist() == [[False, False, False, True, False, False]]
+
+
+def test_static_commits_the_quota_of_most_confident():
+    masked = torch.ones(1, 6, dtype=torch.bool)
+    got = commit_mask("low_confidence_static", CONF, masked, 2, False, 0.9)
+    assert got.tolist() == [[True, False, False, False, True, False]]
+
+
+def test_sequential_commits_leftmost_masked():
+    masked = torch.tensor([[False, True, True, False, True, True]])
+    got = commit_mask("sequential", CONF, masked, 2, False, 0.9)
+    assert got.tolist() == [[False, True, True, False, False, False]]
+
+
+def test_last_step_commits_every_masked_position():
+    masked = torch.tensor([[True, True, False, True, True, True]])
+    for rule in ("low_confidence_dynamic", "low_confidence_static", "sequential"):
+        got = commit_mask(rule, CONF, masked, 1, True, 0.9)
+        assert torch.equal(got, masked), rule
+
+
+def test_rules_are_per_row():
+    conf = torch.tensor([[0.1, 0.2], [0.95, 0.96]])
+    masked = torch.ones(2, 2, dtype=torch.bool)
+    got = commit_mask("low_confidence_dynamic", conf, masked, 1, False, 0.9)
+    assert got.tolist() == [[False, True], [True, True]]
+
+
+def test_transfer_schedule_spreads_the_block_over_the_budget():
+    assert transfer_schedule(32, 8) == [4] * 8
+    assert transfer_schedule(10, 4) == [3, 3, 2, 2]
+    assert transfer_schedule(4, 10) == [1, 1, 1, 1]
+    for k, s in [(32, 5), (7, 3), (1, 1)]:
+        assert sum(transfer_schedule(k, s)) == k
