@@ -37,7 +37,8 @@ setup(
     packages=find_packages(include=["wamdiff2_core", "wamdiff2_core.*", "wamdiff2_ros",
                                     "wamdiff2_ros.*"]),
     include_package_data=True,
-    package_data={"wamdiff2_core": ["assets/*", "assets/**/*"]},
+    package_data={"wamdiff2_core": ["assets/*", "assets/**/*"],
+                  "wamdiff2_ros": ["assets/*", "assets/**/*"]},
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),
