@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping
 
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 
-from wamdiff2_core.decoding.config import COMMIT_RULES, DecodeConfig
+from wamdiff2_core.decoding import COMMIT_RULES, DecodeConfig
 from wamdiff2_core.tasks import COMMANDS
 
 TASKS = ("planning", "detection", "qa")
