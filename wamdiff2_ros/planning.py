@@ -93,13 +93,13 @@ class PlanningHandler:
             self._finished(frame, start, None)
             self._fail(ERROR, "parse_failures", f"planning answer for frame "
                        f"{frame.stamp:.9f} did not parse: {exc.reason}")
-            return False, "no plan: the answer did not parse"
+            return False, f"{command}: no plan (the answer did not parse)"
         except Exception as exc:  # noqa: BLE001 - a model failure drops the frame only
             self._finished(frame, start, None)
             self._fail(ERROR, "model_errors", f"planning frame {frame.stamp:.9f} raised "
                        f"{type(exc).__name__}: {exc}")
             self._log.debug(traceback.format_exc())
-            return False, f"no plan: {type(exc).__name__}"
+            return False, f"{command}: no plan ({type(exc).__name__})"
         origin, frame_id = (0.0, 0.0, 0.0), config.output_frame
         if config.path_in_odom:
             try:
@@ -109,13 +109,13 @@ class PlanningHandler:
                 self._finished(frame, start, result)
                 self._fail(WARN, exc.kind, f"{exc}; path for frame {frame.stamp:.9f} "
                            "not published")
-                return False, "no plan: no odometry pose"
+                return False, f"{command}: no plan (no odometry pose)"
         path = outputs.path_msg(result.waypoints, frame.header.stamp, frame_id, origin)
         self._out.path(path)
         self._finished(frame, start, result)
         self._stats.count("paths_published")
         markers.extend(outputs.path_markers(path))
-        return True, f"{command} | {result.stats.total_ms:.0f} ms"
+        return True, f"{command}: {result.stats.total_ms:.0f} ms"
 
     def _finished(self, frame: Frame, start: float, result) -> None:
         now = time.monotonic()

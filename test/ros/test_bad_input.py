@@ -1,0 +1,156 @@
+"""Bad input never stops the node: message by message, a diagnostic reports it (with its
+counter) and the next good frame is planned. One node process serves the whole module."""
+from __future__ import annotations
+
+import math
+
+import cv2
+import numpy as np
+import pytest
+from diagnostic_msgs.msg import DiagnosticStatus
+from lifecycle_msgs.msg import Transition
+from nav_msgs.msg import Odometry
+from sensor_msgs.msg import CompressedImage, Image
+from std_msgs.msg import String
+from visualization_msgs.msg import Marker
+
+from ros_harness import (FAST_TINY, NodeProcess, RosClient, diag_values, rgb_image_msg,
+                         stamp_msg)
+from sim_frames import sim_frames
+
+pytestmark = pytest.mark.ros
+WARN, ERROR = DiagnosticStatus.WARN, DiagnosticStatus.ERROR
+
+
+@pytest.fixture(scope="module")
+def running(module_ros_domain, tmp_path_factory):
+    node = NodeProcess(module_ros_domain, tmp_path_factory.mktemp("node"), FAST_TINY)
+    client = RosClient(module_ros_domain)
+    try:
+        client.wait_ready(node)
+        yield node, client
+    finally:
+        client.close()
+        node.stop()
+
+
+def _counter(client: RosClient, kind: str) -> int:
+    values = [diag_values(m) for _, m in client.messages("diagnostics")]
+    return max((int(v.get(kind, 0)) for v in values), default=0)
+
+
+def _use_transport(client: RosClient, transport: str) -> None:
+    """Switch the node's image transport through its lifecycle if it is not already it."""
+    current = client.get_parameters(["image_transport"])[0].string_value
+    if current != transport:
+        assert client.lifecycle(Transition.TRANSITION_DEACTIVATE)
+        assert client.lifecycle(Transition.TRANSITION_CLEANUP)
+        result = client.set_parameters({"image_transport": transport})[0]
+        assert result.successful, result.reason
+        assert client.lifecycle(Transition.TRANSITION_CONFIGURE)
+        assert client.lifecycle(Transition.TRANSITION_ACTIVATE)
+    assert client.lifecycle_state() == "active"
+    client.wait_matched(client.image_pub if transport == "raw" else client.compressed_pub)
+
+
+def _survives(node: NodeProcess, client: RosClient, send_bad, kind: str, level: bytes,
+              send_good) -> Marker:
+    """Send one bad message, see it reported, then see the next good frame planned."""
+    before = _counter(client, kind)
+    send_bad()
+    client.wait_for(lambda: client.diagnostics_with(
+        lambda status, values: int(values.get(kind, 0)) == before + 1
+        and status.level == level and status.message.startswith(kind)), 60,
+        f"a {kind} diagnostic")
+    stamp = send_good()
+    markers = client.wait_answered(stamp)
+    assert node.alive(), node.output()
+    return [m for m in markers.markers if m.ns == "wamdiff2/status"][0]
+
+
+def _raw(h: int, w: int, encoding: str = "rgb8", step: int | None = None,
+         size: int | None = None) -> Image:
+    msg = Image(height=h, width=w, encoding=encoding, step=w * 3 if step is None else step)
+    msg.header.stamp = stamp_msg(1.0)
+    msg.data = bytes(h * w * 3 if size is None else size)
+    return msg
+
+
+def test_bad_raw_images_odometry_commands_and_model_errors(running):
+    node, client = running
+    _use_transport(client, "raw")
+    frames = iter(sim_frames(12, 640, 360) * 2)
+
+    def good() -> float:
+        return client.publish_frame(next(frames).rgb)
+
+    def image(msg):
+        return lambda: client.image_pub.publish(msg)
+
+    def odometry(value):
+        def send():
+            msg = Odometry()
+            msg.header.stamp = stamp_msg(client.now())
+            msg.pose.pose.orientation.w = 1.0
+            msg.twist.twist.linear.x = value
+            client.odometry_pub.publish(msg)
+        return send
+
+    def model_breaker():
+        client.image_pub.publish(rgb_image_msg(np.zeros((2, 640, 3), np.uint8), client.now()))
+    cases = [
+        (image(_raw(360, 640, "weird16")), "image_encoding", WARN),
+        (image(_raw(360, 640, "32FC1", step=640 * 4, size=360 * 640 * 4)),
+         "image_encoding", WARN),
+        (image(_raw(360, 640, step=640 * 3 - 3)), "image_step", WARN),
+        (image(_raw(360, 640, size=360 * 640 * 3 - 640)), "image_data_short", WARN),
+        (image(_raw(360, 640, size=0)), "image_data_short", WARN),
+        (odometry(math.nan), "odometry_nonfinite", WARN),
+        (odometry(math.inf), "odometry_nonfinite", WARN),
+        # A valid Image the model cannot take (aspect ratio 320): an exception inside it.
+        (model_breaker, "model_errors", ERROR),
+    ]
+    for send_bad, kind, level in cases:
+        _survives(node, client, send_bad, kind, level, good)
+
+    client.command_pub.publish(String(data="left"))
+    status = _survives(node, client, lambda: client.command_pub.publish(String(data="fly")),
+                       "command_unknown", WARN, good)
+    assert status.text.startswith("straight:"), status.text   # the default command
+    values = diag_values(client.messages("diagnostics")[-1][1])
+    assert int(values["bad_input"]) >= 8 and int(values["frames_planned"]) >= len(cases)
+
+
+def _jpeg(rgb: np.ndarray) -> bytes:
+    ok, data = cv2.imencode(".jpg", rgb[..., ::-1])
+    return data.tobytes()
+
+
+def test_bad_compressed_images(running):
+    node, client = running
+    _use_transport(client, "compressed")
+    frames = iter(sim_frames(12, 640, 360))
+    good_jpeg = _jpeg(sim_frames(1, 640, 360)[0].rgb)
+
+    def compressed(data: bytes, fmt: str = "jpeg", t: float | None = None) -> CompressedImage:
+        msg = CompressedImage(format=fmt, data=data)
+        msg.header.stamp = stamp_msg(client.now() if t is None else t)
+        msg.header.frame_id = "camera_front"
+        return msg
+
+    def good() -> float:
+        t = client.now()
+        client.compressed_pub.publish(compressed(_jpeg(next(frames).rgb), t=t))
+        return t
+
+    def send(msg):
+        return lambda: client.compressed_pub.publish(msg)
+
+    cases = [
+        (send(compressed(b"")), "compressed_empty"),
+        (send(compressed(good_jpeg[: len(good_jpeg) // 3])), "compressed_corrupt"),
+        (send(compressed(bytes(range(256)) * 64)), "compressed_corrupt"),
+        (send(compressed(good_jpeg, "16UC1; compressedDepth png")), "compressed_format"),
+    ]
+    for send_bad, kind in cases:
+        _survives(node, client, send_bad, kind, WARN, good)
