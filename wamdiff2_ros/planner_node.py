@@ -38,6 +38,23 @@ NODE_NAME = "wamdiff2_planner"
 SUCCESS, FAILURE = TransitionCallbackReturn.SUCCESS, TransitionCallbackReturn.FAILURE
 
 
+ODOMETRY_TOPIC, COMMAND_TOPIC, QUESTION_TOPIC = \
+    "~/input/odometry", "~/input/command", "~/input/question"
+
+
+def camera_topics(config: params.NodeConfig) -> list[tuple[type, str]]:
+    """(message type, topic) per camera, trigger camera first.
+
+    One camera: ~/input/image (raw) or ~/input/image/compressed; several:
+    ~/input/<name>/image[/compressed].
+    """
+    msg_type = Image if config.image_transport == "raw" else CompressedImage
+    suffix = "image" if config.image_transport == "raw" else "image/compressed"
+    if len(config.cameras) == 1:
+        return [(msg_type, f"~/input/{suffix}")]
+    return [(msg_type, f"~/input/{name}/{suffix}") for name in config.cameras]
+
+
 def _stamp_s(stamp) -> float:
     return stamp.sec + stamp.nanosec * 1e-9
 
@@ -193,19 +210,15 @@ class PlannerNode(LifecycleNode):
     # ------------------------------------------------------------ inputs
     def _subscribe(self) -> None:
         cfg = self.config
-        msg_type = Image if cfg.image_transport == "raw" else CompressedImage
-        suffix = "image" if cfg.image_transport == "raw" else "image/compressed"
         camera_qos = qos.CAMERA_QOS[cfg.camera_qos]
-        for index, name in enumerate(cfg.cameras):
-            topic = f"~/input/{suffix}" if len(cfg.cameras) == 1 \
-                else f"~/input/{name}/{suffix}"
+        for index, (msg_type, topic) in enumerate(camera_topics(cfg)):
             self._subscriptions_io.append(self.create_subscription(
                 msg_type, topic, lambda msg, i=index: self._image_callback(i, msg),
                 camera_qos, callback_group=self._inputs))
         for msg_type, topic, callback, profile in (
-                (Odometry, "~/input/odometry", self._odometry_callback, qos.ODOMETRY_QOS),
-                (String, "~/input/command", self._command_callback, qos.COMMAND_QOS),
-                (String, "~/input/question", self._question_callback, qos.COMMAND_QOS)):
+                (Odometry, ODOMETRY_TOPIC, self._odometry_callback, qos.ODOMETRY_QOS),
+                (String, COMMAND_TOPIC, self._command_callback, qos.COMMAND_QOS),
+                (String, QUESTION_TOPIC, self._question_callback, qos.COMMAND_QOS)):
             self._subscriptions_io.append(self.create_subscription(
                 msg_type, topic, callback, profile, callback_group=self._inputs))
 
