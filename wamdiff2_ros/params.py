@@ -7,8 +7,9 @@ into a frozen `NodeConfig` or raises ValueError naming the parameter and the rea
 
 Each parameter belongs to a group saying what a change at run time needs:
 ``load`` (a new model: only while the node is unconfigured), ``io`` (new subscriptions or
-timers: only while unconfigured), ``decode`` (a re-warmed planner, swapped in whole or not at
-all), ``live`` (applies to the next frame).
+timers: only while unconfigured), ``decode`` (the `decode.*` values and `backend`: a new
+planner sharing the weights, warmed up, then swapped in whole or not at all), ``live``
+(applies to the next frame).
 """
 from __future__ import annotations
 
@@ -95,6 +96,9 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("dtype", "", "Weights dtype; empty: the checkpoint's own", "load",
               choices=DTYPES),
     *(_decode_spec(f) for f in _DECODE),
+    ParamSpec("backend", "reference", "Decoder backend registered in wamdiff2_core.planner."
+                                      "DECODER_BACKENDS: reference (eager, the ground truth) "
+                                      "or fast where available", "decode"),
     ParamSpec("tasks", ["planning", "qa"], "Tasks the node runs: planning (Path + markers "
                                            "per frame), detection (per planned frame), qa "
                                            "(answers on ~/input/question)", "live",
@@ -136,6 +140,7 @@ class NodeConfig:
     device: str
     dtype: str | None
     decode: DecodeConfig
+    backend: str
     tasks: frozenset[str]
     default_command: str
     image_transport: str
@@ -194,6 +199,7 @@ def node_config(values: Mapping[str, Any]) -> NodeConfig:
         device=device,
         dtype=values["dtype"] or None,
         decode=decode_config(values),
+        backend=values["backend"],
         tasks=frozenset(tasks),
         default_command=values["default_command"],
         image_transport=values["image_transport"],

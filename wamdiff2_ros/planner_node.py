@@ -134,7 +134,8 @@ class PlannerNode(LifecycleNode):
                                f"{cfg.device} ({cfg.decode})")
         try:
             planner = Planner.from_pretrained(cfg.checkpoint, decode=cfg.decode,
-                                              device=cfg.device, dtype=cfg.dtype)
+                                              device=cfg.device, dtype=cfg.dtype,
+                                              backend=cfg.backend)
             stats = planner.warmup()
         except Exception as exc:  # noqa: BLE001 - a failed configure leaves us unconfigured
             self._set_state("unconfigured")
@@ -299,12 +300,13 @@ class PlannerNode(LifecycleNode):
         planner = None
         if "decode" in changed and self._planner is not None:
             try:
-                planner = self._planner.reconfigure(cfg.decode)
+                planner = self._planner.reconfigure(cfg.decode, backend=cfg.backend)
                 planner.warmup()
             except Exception as exc:  # noqa: BLE001 - rejected, the old planner stays
                 return SetParametersResult(successful=False, reason=(
                     f"{', '.join(changed['decode'])}: the planner could not be rebuilt "
-                    f"({type(exc).__name__}: {exc}); keeping {self.config.decode}"))
+                    f"({type(exc).__name__}: {exc}); keeping {self.config.decode}, backend "
+                    f"{self.config.backend}"))
         self._staged = (values, cfg, planner)
         return SetParametersResult(successful=True)
 

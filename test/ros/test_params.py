@@ -33,7 +33,7 @@ def _flatten(tree: dict, prefix: str = "") -> dict:
 
 def test_decode_parameters_map_one_to_one_onto_decode_config():
     fields = {f.name for f in dataclasses.fields(DecodeConfig)}
-    decode_specs = [p for p in params.PARAMS if p.group == "decode"]
+    decode_specs = [p for p in params.PARAMS if p.name.startswith("decode.")]
     assert {p.field for p in decode_specs} == fields
     assert all(p.name == f"decode.{p.field}" for p in decode_specs)
     assert params.node_config(_defaults()).decode == DecodeConfig()
@@ -133,6 +133,12 @@ def test_runtime_changes_apply_whole_or_are_rejected(context):
         assert node._planner is not planner and node._planner.model is planner.model
         assert node._planner.decode.block_size == 8 and node._planner.decode.threshold == 0.7
         assert node.config.decode == node._planner.decode
+
+        # A planner that cannot be built is rejected with the reason; the old one stays.
+        result = node.set_parameters([Parameter("backend", value="no_such_backend")])[0]
+        assert not result.successful and "no_such_backend" in result.reason
+        assert node.get_parameter("backend").value == "reference"
+        assert node._planner.backend == "reference"
 
         # Live parameters apply to the next frame.
         assert node.set_parameters([Parameter("tasks", value=["planning", "detection"])
