@@ -171,6 +171,12 @@ def decode_config(values: Mapping[str, Any]) -> DecodeConfig:
         raise ValueError(f"decode.{exc}") from None
 
 
+def decode_values(decode: DecodeConfig) -> dict[str, Any]:
+    """The `decode.*` parameter values that describe `decode` (the inverse of decode_config)."""
+    values = {field: getattr(decode, field) for field in _DECODE}
+    return {f"decode.{field}": 0 if value is None else value for field, value in values.items()}
+
+
 def node_config(values: Mapping[str, Any]) -> NodeConfig:
     """A NodeConfig from parameter name -> value (every name in PARAMS); ValueError if invalid.
 

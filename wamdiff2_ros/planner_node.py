@@ -324,7 +324,11 @@ class PlannerNode(LifecycleNode):
 
 def main(args: list[str] | None = None) -> int:
     """Run the node until SIGINT or shutdown; 0 on a clean exit, 2 on invalid parameters."""
-    rclpy.init(args=args)
+    try:
+        rclpy.init(args=args)
+    except RuntimeError as exc:   # rclpy's RCLError: malformed --ros-args
+        print(f"planner_node: {exc}", file=sys.stderr)
+        return 2
     try:
         node = PlannerNode()
     except (InvalidParameterValueException, InvalidParameterTypeException,

@@ -1,19 +1,9 @@
 """ROS test fixtures: every test (or module, for shared nodes) gets its own ROS_DOMAIN_ID."""
 from __future__ import annotations
 
-import os
-import zlib
-
 import pytest
 
-
-def domain_id(key: str) -> int:
-    """A ROS_DOMAIN_ID in 1..101 derived from `key` and this process id.
-
-    Different tests get different domains, and so do two test runs on one machine (their
-    pids differ), so no test ever sees another's nodes.
-    """
-    return 1 + zlib.crc32(f"{key}:{os.getpid()}".encode()) % 101
+from ros_harness import domain_id
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import zlib
 from pathlib import Path
 from typing import Any, Callable
 
@@ -37,6 +38,15 @@ NODE = "/wamdiff2_planner"
 # Untrained-preset settings that keep one decode short on a 2-core CPU: one block of 32
 # tokens in 4 denoising steps. The params file stays the base; these are overrides.
 FAST_TINY = {"checkpoint": "tiny", "decode.max_new_tokens": 32, "decode.steps_per_block": 4}
+
+
+def domain_id(key: str) -> int:
+    """A ROS_DOMAIN_ID in 1..101 derived from `key` and this process id.
+
+    Different tests get different domains, and so do two test runs on one machine (their
+    pids differ), so no test ever sees another's nodes.
+    """
+    return 1 + zlib.crc32(f"{key}:{os.getpid()}".encode()) % 101
 
 
 def planner_node_executable() -> str:

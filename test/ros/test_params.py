@@ -153,3 +153,15 @@ def test_runtime_changes_apply_whole_or_are_rejected(context):
     finally:
         node.close()
         node.destroy_node()
+
+
+def test_decode_values_inverts_decode_config():
+    for decode in (DecodeConfig(), DecodeConfig(block_size=8, steps_per_block=2, threshold=0.5,
+                                                commit_rule="sequential", max_new_tokens=16)):
+        values = dict(_defaults(), **params.decode_values(decode))
+        assert params.decode_config(values) == decode
+
+
+def test_main_exits_2_on_malformed_ros_arguments(capsys):
+    assert main(["planner_node", "--ros-args", "-p", "dtype:="]) == 2
+    assert "dtype" in capsys.readouterr().err
