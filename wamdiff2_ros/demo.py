@@ -1,0 +1,347 @@
+"""``wamdiff2 demo``: the planner node, live, on the bundled sample bag.
+
+Starts `planner_node` (bundled model and params file) on a ROS_DOMAIN_ID of its own,
+replays the sample bag into it through DDS at recorded timing, records what it publishes
+into a bag, then matches every output to its input frame by stamp and reports per-frame
+latency (frame published -> path received), overlay PNGs and the open-loop metrics of the
+plans against the bag's ground truth.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from wamdiff2_ros.bag_eval import FrameScorer, latency_summary
+from wamdiff2_ros.bag_frames import BagFrame, FrameTopics, camera_document, read_frames
+from wamdiff2_ros.bag_io import (BagError, BagReader, BagWriter, header_stamp_ns,
+                                 publish_atomically, remove_staged, staged_path)
+from wamdiff2_ros.bag_layout import NODE_NAME, SIM_TOPICS, OutputTopics, node_input_remaps
+from wamdiff2_ros.bag_overlay import CameraModel, draw_overlay, write_png
+from wamdiff2_ros.bag_predict import FALLBACK_PRESET
+from wamdiff2_ros.bag_replay import ReplayConfig, ReplayProgress, make_player
+from wamdiff2_ros.demo_graph import (DemoError, NodeProcess, OutputRecorder,
+                                     diagnostics_values, node_state)
+
+SAMPLE_BAG = Path(__file__).resolve().parent / "assets" / "sample.mcap"
+# Decode settings that keep the untrained fallback preset at a fraction of a second a frame.
+FALLBACK_DECODE = {"decode.max_new_tokens": 32, "decode.steps_per_block": 4}
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    """One demo run."""
+
+    out: Path = Path("runs/demo")
+    bag: Path = SAMPLE_BAG
+    checkpoint: str | None = None          # None: the bundled model
+    overrides: dict = field(default_factory=dict)   # extra node parameters
+    rate: float = 1.0
+    domain_id: int | None = None           # None: one derived from this process id
+    startup_timeout_s: float = 120.0
+    drain_timeout_s: float = 20.0          # after the last frame, for the last outputs
+    verbose: bool = True
+
+
+@dataclass
+class FrameOutcome:
+    """What happened to one replayed camera frame."""
+
+    frame: BagFrame
+    published_at: float | None = None      # monotonic
+    path_at: float | None = None
+    markers_at: float | None = None
+    waypoints: np.ndarray | None = None
+
+    @property
+    def status(self) -> str:
+        if self.published_at is None:
+            return "not sent"
+        if self.waypoints is not None:
+            return "planned"
+        return "no plan" if self.markers_at is not None else "dropped"
+
+    @property
+    def latency_ms(self) -> float | None:
+        answered = self.path_at or self.markers_at
+        if answered is None or self.published_at is None:
+            return None
+        return (answered - self.published_at) * 1e3
+
+
+def default_domain_id() -> int:
+    """A ROS_DOMAIN_ID in 1..101 of this process (the demo sees only its own node)."""
+    return 1 + os.getpid() % 101
+
+
+def _say(cfg: DemoConfig, text: str) -> None:
+    if cfg.verbose:
+        print(text, file=sys.stderr, flush=True)
+
+
+def node_overrides(cfg: DemoConfig) -> dict:
+    """Parameters on top of the params file: the bag's stamps are old (no age limit), the
+    path stays in base_link (scored against the ground truth there)."""
+    from wamdiff2_core.planner import bundled_checkpoint_path
+
+    out = {"max_input_age_s": 0.0, "path_in_odom": False}
+    if cfg.checkpoint is not None:
+        out["checkpoint"] = cfg.checkpoint
+    elif bundled_checkpoint_path() is None:
+        print(f"warning: this checkout has no bundled model; the demo uses the untrained "
+              f"'{FALLBACK_PRESET}' preset (every answer will fail to parse)", file=sys.stderr)
+        out.update({"checkpoint": FALLBACK_PRESET, **FALLBACK_DECODE})
+    out.update(cfg.overrides)
+    return out
+
+
+def run_demo(cfg: DemoConfig) -> dict:
+    """Run the demo; returns the report (also written to OUT/report.json)."""
+    tic = time.perf_counter()
+    out_bag, report_path, frames_dir = (cfg.out / "outputs.mcap", cfg.out / "report.json",
+                                        cfg.out / "frames")
+    for path in (out_bag, report_path, frames_dir):
+        if path.exists():
+            raise BagError(f"output {path} already exists; remove it or choose another --out")
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    domain = cfg.domain_id if cfg.domain_id is not None else default_domain_id()
+    with BagReader(cfg.bag) as bag:
+        topics = FrameTopics.resolve(bag)
+        bag.check_stamps(list(bag.topics))
+        frames = list(read_frames(bag, topics, check_stamps=False))
+        camera_doc, camera_info = camera_document(bag, topics)
+        replayed = [topics.camera, topics.odometry, topics.command]
+        if None in replayed:
+            raise BagError(f"{cfg.bag} lacks odometry or a command topic "
+                           f"({SIM_TOPICS.odometry}, {SIM_TOPICS.command})")
+        outcomes = {f.stamp_ns: FrameOutcome(f) for f in frames}
+        overrides = node_overrides(cfg)
+        _say(cfg, f"[demo] starting planner_node on ROS_DOMAIN_ID={domain} "
+                  f"({', '.join(f'{k}={v}' for k, v in overrides.items())})")
+        node = NodeProcess(domain, cfg.out / "planner_node.log", overrides)
+        try:
+            live = _run_live(cfg, bag, topics, replayed, domain, node, outcomes, out_bag)
+        finally:
+            code = node.stop()
+        _say(cfg, f"[demo] planner_node stopped (exit code {code})")
+    report = _finish(cfg, frames, outcomes, live, camera_doc, camera_info, frames_dir,
+                     report_path, out_bag)
+    report["seconds"] = round(time.perf_counter() - tic, 1)
+    staged = staged_path(report_path)
+    try:
+        staged.write_text(json.dumps(report, indent=1) + "\n")
+        publish_atomically(staged, report_path)
+    finally:
+        remove_staged(staged)
+    return report
+
+
+def _run_live(cfg: DemoConfig, bag: BagReader, topics: FrameTopics, replayed: list[str],
+              domain: int, node: NodeProcess, outcomes: dict, out_bag: Path) -> dict:
+    """Wait for the node, replay, drain and record; the node's last diagnostics and the
+    replay's progress."""
+    import rclpy
+    from nav_msgs.msg import Path as PathMsg
+    from rclpy.context import Context
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.serialization import deserialize_message
+    from visualization_msgs.msg import MarkerArray
+
+    context = Context()
+    rclpy.init(context=context, domain_id=domain)
+    client = rclpy.create_node(f"wamdiff2_demo_{os.getpid()}", context=context)
+    recorder = OutputRecorder(client, SingleThreadedExecutor(context=context))
+    out_topics = OutputTopics(NODE_NAME)
+
+    def on_publish(topic: str, log_ns: int, raw: bytes, at: float) -> None:
+        if topic == topics.camera:
+            outcome = outcomes.get(header_stamp_ns(raw))
+            if outcome is not None:
+                outcome.published_at = at
+
+    def on_output(item) -> None:
+        stamp = header_stamp_ns(item.raw) if item.topic == out_topics.path else None
+        if item.topic == out_topics.path and stamp in outcomes:
+            msg = deserialize_message(item.raw, PathMsg)
+            outcome = outcomes[stamp]
+            outcome.path_at = outcome.path_at or item.at
+            outcome.waypoints = np.array([[p.pose.position.x, p.pose.position.y]
+                                          for p in msg.poses], dtype=np.float64)
+        elif item.topic == out_topics.markers:
+            msg = deserialize_message(item.raw, MarkerArray)
+            for marker in msg.markers:
+                if marker.ns == "wamdiff2/status":
+                    s = marker.header.stamp.sec * 1_000_000_000 + marker.header.stamp.nanosec
+                    if s in outcomes and outcomes[s].markers_at is None:
+                        outcomes[s].markers_at = item.at
+
+    try:
+        _say(cfg, "[demo] waiting for the node to load the model and warm up ...")
+        tic = time.monotonic()
+
+        def ready() -> bool:
+            if not node.alive():
+                raise DemoError(f"planner_node exited with code {node.proc.returncode}:\n"
+                                f"{node.log_tail()}")
+            return any(node_state(r.raw) == "active" for r in recorder.messages("/diagnostics"))
+
+        if not recorder.wait(ready, cfg.startup_timeout_s):
+            raise DemoError(f"planner_node was not active after {cfg.startup_timeout_s:g} s:\n"
+                            f"{node.log_tail()}")
+        _say(cfg, f"[demo] node active after {time.monotonic() - tic:.1f} s")
+        remaps = node_input_remaps(NODE_NAME, SIM_TOPICS)
+        remaps = {k: v for k, v in remaps.items() if k in replayed}
+        player = make_player(client, bag, ReplayConfig(bag.path, rate=cfg.rate,
+                                                        topics=tuple(replayed), remaps=remaps),
+                             on_publish)
+        missing = player.wait_for_subscribers(replayed, 30.0)
+        if missing:
+            raise DemoError(f"planner_node does not subscribe to "
+                            f"{', '.join(player.published_name(t) for t in missing)}")
+        _say(cfg, f"[demo] replaying {len(outcomes)} frames of {bag.path.name} at "
+                  f"x{cfg.rate:g} into /{NODE_NAME}/input/...")
+        progress = player.play(_progress_printer(cfg))
+        if progress.interrupted:
+            raise KeyboardInterrupt
+        _drain(cfg, recorder, outcomes, on_output)
+        player.close()
+        last_diag = recorder.messages("/diagnostics")
+        diag = diagnostics_values(last_diag[-1].raw) if last_diag else {}
+        _write_outputs(recorder, out_bag, tic)
+        return {"diagnostics": diag, "replay_messages": progress.messages}
+    finally:
+        recorder.close()
+        client.destroy_node()
+        rclpy.try_shutdown(context=context)
+
+
+def _progress_printer(cfg: DemoConfig):
+    def show(state: ReplayProgress) -> None:
+        if cfg.verbose:
+            print("\r" + state.line(cfg.rate), end="", file=sys.stderr, flush=True)
+    return show
+
+
+def _drain(cfg: DemoConfig, recorder: OutputRecorder, outcomes: dict, on_output) -> None:
+    """Process outputs until every sent frame is answered, or no output came for a while."""
+    if cfg.verbose:
+        print(file=sys.stderr)
+    seen = 0
+
+    def answered() -> bool:
+        nonlocal seen
+        items = recorder.messages()
+        for item in items[seen:]:
+            on_output(item)
+        seen = len(items)
+        sent = [o for o in outcomes.values() if o.published_at is not None]
+        return all(o.path_at or o.markers_at for o in sent)
+
+    deadline = time.monotonic() + cfg.drain_timeout_s
+    while time.monotonic() < deadline:
+        if recorder.wait(answered, 0.5):
+            return
+        before = seen
+        answered()
+        if seen != before:
+            deadline = max(deadline, time.monotonic() + 5.0)
+
+
+def _write_outputs(recorder: OutputRecorder, out_bag: Path, start: float) -> None:
+    """Everything recorded, stamped with the wall clock of its arrival (an output bag)."""
+    epoch = time.time_ns() - int((time.monotonic() - start) * 1e9)
+    with BagWriter(out_bag) as writer:
+        for item in recorder.messages():
+            writer.write(item.topic, item.msgtype, epoch + int((item.at - start) * 1e9),
+                         item.raw)
+
+
+def _finish(cfg: DemoConfig, frames: list[BagFrame], outcomes: dict, live: dict,
+            camera_doc, camera_info, frames_dir: Path, report_path: Path, out_bag: Path
+            ) -> dict:
+    """Score, draw and print; the report dict."""
+    from wamdiff2_core.tasks import format_waypoints
+
+    scorer = FrameScorer(("planning",))
+    rows = []
+    staged = staged_path(frames_dir)
+    remove_staged(staged)
+    staged.mkdir(parents=True)
+    try:
+        for frame in frames:
+            outcome = outcomes[frame.stamp_ns]
+            l2 = None
+            if outcome.status in ("planned", "no plan"):
+                text = format_waypoints(outcome.waypoints) if outcome.waypoints is not None \
+                    else ""
+                l2 = scorer.add(frame, {"planning": (text, 0.0)})
+            latency = outcome.latency_ms
+            rows.append({"index": frame.index, "stamp": round(frame.stamp_s, 3),
+                         "command": frame.command, "status": outcome.status,
+                         "latency_ms": None if latency is None else round(latency, 1),
+                         "l2_mean": None if l2 is None else round(l2, 3)})
+            if frame.rgb is not None:
+                height, width = frame.rgb.shape[:2]
+                model = CameraModel.from_bag(camera_doc, camera_info, width, height)
+                caption = [f"frame {frame.index}  {outcome.status}" +
+                           (f"  {latency:.0f} ms" if latency is not None else "") +
+                           (f"  L2 {l2:.2f} m" if l2 is not None else ""),
+                           f"t+{(frame.stamp_ns - frames[0].stamp_ns) * 1e-9:.2f}s  "
+                           f"{frame.command}  "
+                           f"v={frame.motion.velocity[0]:.1f} m/s"]
+                truth = frame.truth.ego_future if frame.truth else None
+                write_png(staged / f"frame_{frame.index:04d}.png",
+                          draw_overlay(frame.rgb, model, outcome.waypoints, truth, caption,
+                                       outcome.status == "planned"))
+        publish_atomically(staged, frames_dir)
+    finally:
+        remove_staged(staged)
+    latencies = [r["latency_ms"] for r in rows if r["latency_ms"] is not None]
+    counts = {s: sum(r["status"] == s for r in rows)
+              for s in ("planned", "no plan", "dropped", "not sent")}
+    open_loop = scorer.report({"bag": str(cfg.bag), "source": "planner_node via DDS"})
+    report = {"bag": str(cfg.bag), "output_bag": str(out_bag), "frames_dir": str(frames_dir),
+              "frames": len(rows), "counts": counts,
+              "latency_ms": latency_summary(latencies),
+              "node_diagnostics": live["diagnostics"],
+              "open_loop": open_loop.to_dict() if open_loop else None, "per_frame": rows}
+    if cfg.verbose:
+        print(format_table(report), flush=True)
+    return report
+
+
+def format_table(report: dict) -> str:
+    """The per-frame lines and the summary the demo prints."""
+    lines = [f"{'frame':>5}  {'stamp (s)':>14}  {'command':<8}  {'status':<8}  "
+             f"{'latency ms':>10}  {'L2 m':>6}"]
+    for r in report["per_frame"]:
+        lat = "-" if r["latency_ms"] is None else f"{r['latency_ms']:.1f}"
+        l2 = "-" if r["l2_mean"] is None else f"{r['l2_mean']:.2f}"
+        lines.append(f"{r['index']:>5}  {r['stamp']:>14.3f}  {r['command']:<8}  "
+                     f"{r['status']:<8}  {lat:>10}  {l2:>6}")
+    lat = report["latency_ms"]
+    counts = ", ".join(f"{n} {k}" for k, n in report["counts"].items() if n)
+    lines.append(f"frames: {report['frames']} ({counts})")
+    if lat["count"]:
+        lines.append(f"latency (frame published -> answer received): mean {lat['mean']:.1f} "
+                     f"ms, p50 {lat['p50']:.1f}, p90 {lat['p90']:.1f}, max {lat['max']:.1f}")
+    diag = report["node_diagnostics"]
+    if "planner_ms.p50" in diag:
+        lines.append(f"node: planner {diag['planner_ms.p50']} ms p50, "
+                     f"{diag.get('parse_failures', '0')} parse failures, "
+                     f"{diag.get('dropped_frames', '0')} dropped frames")
+    ol = (report.get("open_loop") or {}).get("planning")
+    if ol:
+        def fmt(v):
+            return "n/a" if v is None else f"{v:.3f}"
+        lines.append(f"open loop: L2 avg 1/2/3 s {fmt(ol['l2_avg_1s'])} / "
+                     f"{fmt(ol['l2_avg_2s'])} / {fmt(ol['l2_avg_3s'])} m, collision rate "
+                     f"{fmt(ol['collision_rate'])}, parse failures {ol['num_parse_failures']}"
+                     f"/{ol['num_records']}")
+    lines.append(f"wrote {report['output_bag']}, {report['frames_dir']}/, report.json")
+    return "\n".join(lines)
