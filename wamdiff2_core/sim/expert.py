@@ -21,18 +21,31 @@ import numpy as np
 from highway_env.road.road import LaneIndex, RoadNetwork
 from highway_env.vehicle.behavior import IDMVehicle
 
-from wamdiff2_core.sim.frames import hw_heading_to_yaw, hw_to_map
+from wamdiff2_core.sim.frames import box_corners, boxes_overlap, hw_heading_to_yaw, hw_to_map
 
 if TYPE_CHECKING:
     from wamdiff2_core.sim.world import World
 
 TURN_ANGLE_DEG = 30.0
+GAP_BOX = (1.5 * IDMVehicle.LENGTH, 1.2 * IDMVehicle.WIDTH)   # footprint inflated for gaps
 LANE_CHANGE_OFFSET_M = 1.0
 
 
 class ExpertVehicle(IDMVehicle):
     """IDM + MOBIL with comfortable limits (own class attributes, so that scenarios that
-    retune IDMVehicle for background traffic do not change the expert)."""
+    retune IDMVehicle for background traffic do not change the expert), plus three habits
+    of a careful driver that plain IDM lacks:
+
+    - it slows down before bends, to keep lateral acceleration under ``LATERAL_ACC``;
+    - it crosses junctions at no more than ``JUNCTION_SPEED``, and enters one only when
+      its path through it stays clear of every other vehicle's constant-speed prediction
+      (gap acceptance, ``GAP_DISTANCE_M`` / ``GAP_MARGIN_S``), else it stops at the entry;
+    - a yield imposed by the road's priority rules is a stop at the junction's entry (with
+      the deceleration that takes, at least ``YIELD_DECEL``), not highway-env's full-force
+      stop wherever the car happens to be, and it is ignored once inside the junction
+      (stopping there blocks everyone);
+    - braking stops at a standstill (never reverses).
+    """
 
     ACC_MAX = 6.0
     COMFORT_ACC_MAX = 2.0
@@ -43,17 +56,135 @@ class ExpertVehicle(IDMVehicle):
     LANE_CHANGE_MIN_ACC_GAIN = 0.3
     LANE_CHANGE_MAX_BRAKING_IMPOSED = 1.5
     LANE_CHANGE_DELAY = 1.0
+    LATERAL_ACC = 2.5           # [m/s^2] cornering speed sqrt(LATERAL_ACC * radius)
+    ANTICIPATION_DECEL = 1.5    # [m/s^2] slowing down before a bend
+    YIELD_DECEL = 1.0           # [m/s^2] the least braking of a yield
+    JUNCTION_SPEED = 6.0        # [m/s]
+    APPROACH_M = 30.0           # gap acceptance starts this far before a junction
+    GAP_DISTANCE_M = 5.0        # centres further apart than this + a length: no overlap
+    GAP_MARGIN_S = 1.5          # the gap must stay open this long after we have crossed
+    CONFLICT_HORIZON_S = 3.0    # inside a junction, brake for vehicles that would meet us
+    LOOKAHEAD_M = 60.0
+
+    def __init__(self, *args, cruise_speed: float | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.cruise_speed = float(cruise_speed if cruise_speed is not None else self.speed)
+
+    def _route_nodes(self) -> tuple[str, ...]:
+        if not self.route:
+            return ()
+        return (self.route[0][0], *(index[1] for index in self.route))
+
+    def cornering_speed(self) -> float:
+        """The cruise speed, lowered for the bends within LOOKAHEAD_M metres."""
+        network = self.road.network
+        s_here = network.get_lane(self.target_lane_index).local_coordinates(self.position)[0]
+        speed = self.cruise_speed
+        for index, start in lane_chain(network, self.target_lane_index, self._route_nodes(),
+                                       self.LOOKAHEAD_M + s_here):
+            radius = getattr(network.get_lane(index), "radius", None)
+            limit = math.sqrt(self.LATERAL_ACC * radius) if radius else math.inf
+            if _in_junction(network, index):
+                limit = min(limit, self.JUNCTION_SPEED)
+            if limit < speed:
+                distance = max(0.0, start - s_here)
+                speed = min(speed, math.sqrt(limit**2 + 2 * self.ANTICIPATION_DECEL * distance))
+        return speed
+
+    def junction_blocked(self) -> bool:
+        """Whether the junction ahead (within APPROACH_M) is not free to enter now."""
+        network = self.road.network
+        if _in_junction(network, self.lane_index):
+            return False
+        lane = network.get_lane(self.lane_index)
+        s_here = lane.local_coordinates(self.position)[0]
+        if lane.length - s_here > self.APPROACH_M:
+            return False
+        chain = lane_chain(network, self.lane_index, self._route_nodes(), lane.length + 60.0)
+        crossing = [(index, start) for index, start in chain[1:] if _in_junction(network, index)]
+        if not crossing:
+            return False
+        index, start = crossing[0]
+        to_clear = start + network.get_lane(index).length + self.LENGTH - s_here
+        speed = max(self.speed, 4.0)
+        times = np.arange(0.0, to_clear / speed + self.GAP_MARGIN_S, 0.25)
+        mine = [chain_pose(network, chain, s_here + speed * t) for t in times]
+        for other in self.road.vehicles:
+            if (other is self or other.lane_index == self.lane_index
+                    or np.linalg.norm(other.position - self.position) > 80.0):
+                continue
+            if hasattr(other, "predict_trajectory_constant_speed"):
+                theirs = zip(*other.predict_trajectory_constant_speed(times))
+            else:
+                theirs = ((other.position + other.velocity * t, other.heading) for t in times)
+            for (p_me, h_me), (p_other, h_other) in zip(mine, theirs):
+                if np.linalg.norm(p_me - p_other) > self.GAP_DISTANCE_M + self.LENGTH:
+                    continue
+                if boxes_overlap(box_corners(p_me, h_me, *GAP_BOX),
+                                 box_corners(p_other, h_other, *GAP_BOX)):
+                    return True
+        return False
+
+    def conflict_deceleration(self) -> float:
+        """Inside a junction: the braking [m/s^2, positive; 0 when none] that stops the car
+        short of the first place where a vehicle ahead of it on a crossing or merging lane,
+        moving on at constant speed, would meet its path within CONFLICT_HORIZON_S."""
+        network = self.road.network
+        if not _in_junction(network, self.lane_index) or self.speed <= 0.0:
+            return 0.0
+        lane = network.get_lane(self.lane_index)
+        s_here = lane.local_coordinates(self.position)[0]
+        chain = lane_chain(network, self.lane_index, self._route_nodes(), lane.length + 40.0)
+        speed = max(self.speed, 2.0)
+        times = np.arange(0.25, self.CONFLICT_HORIZON_S + 1e-9, 0.25)
+        mine = [chain_pose(network, chain, s_here + speed * t) for t in times]
+        heading = np.array([np.cos(self.heading), np.sin(self.heading)])
+        mine_lanes = {index for index, _ in chain}
+        needed = 0.0
+        for other in self.road.vehicles:
+            offset = other.position - self.position
+            if (other is self or other.lane_index in mine_lanes   # followed by IDM
+                    or np.linalg.norm(offset) > 40.0 or offset @ heading <= 0.0):
+                continue
+            if hasattr(other, "predict_trajectory_constant_speed"):
+                theirs = zip(*other.predict_trajectory_constant_speed(times))
+            else:
+                theirs = ((other.position + other.velocity * t, other.heading) for t in times)
+            for t, (p_me, h_me), (p_other, h_other) in zip(times, mine, theirs):
+                if boxes_overlap(box_corners(p_me, h_me, *GAP_BOX),
+                                 box_corners(p_other, h_other, *GAP_BOX)):
+                    gap = max(speed * t - GAP_BOX[0] / 2, 0.5)
+                    needed = max(needed, self.speed**2 / (2.0 * gap))
+                    break
+        return float(min(needed, self.ACC_MAX))
+
+    def _yield_deceleration(self) -> float:
+        """Braking [m/s^2, positive] that stops the car at the end of its lane."""
+        lane = self.road.network.get_lane(self.lane_index)
+        distance = lane.length - lane.local_coordinates(self.position)[0] - self.LENGTH / 2
+        needed = self.speed**2 / (2.0 * max(distance, 0.5))
+        return float(np.clip(needed, self.YIELD_DECEL, self.ACC_MAX))
 
     def act(self, action: dict | str | None = None) -> None:
-        """IDM/MOBIL, except that a yield imposed by the road's priority rules is ignored
-        once the expert is inside a junction (stopping there blocks everyone)."""
         if getattr(self, "is_yielding", False) and _in_junction(self.road.network,
                                                                 self.lane_index):
-            self.target_speed = self.road.network.get_lane(self.lane_index).speed_limit
+            self.is_yielding = False
         super().act(action)
 
+    def acceleration(self, ego_vehicle, front_vehicle=None, rear_vehicle=None) -> float:
+        if ego_vehicle is not self:
+            return super().acceleration(ego_vehicle, front_vehicle, rear_vehicle)
+        yielding = getattr(self, "is_yielding", False) or self.junction_blocked()
+        self.target_speed = self.cornering_speed()
+        accel = super().acceleration(self, front_vehicle, rear_vehicle)
+        if yielding:
+            accel = min(accel, -self._yield_deceleration() if self.speed > 0.0 else 0.0)
+        conflict = self.conflict_deceleration()
+        if conflict > 0.0:
+            accel = min(accel, -conflict)
+        return accel
+
     def step(self, dt: float) -> None:
-        """Kinematics as highway-env's, but braking stops at standstill (never reverses)."""
         if self.action.get("acceleration", 0.0) < 0.0:
             self.action["acceleration"] = max(self.action["acceleration"], -self.speed / dt)
         super().step(dt)
@@ -122,8 +253,8 @@ def rollout(world: World, horizon_s: float, radius: float,
             and memory.target_lane_index[:2] == target[:2]):
         target = memory.target_lane_index
     expert = ExpertVehicle(road, ego.position, ego.heading, ego.speed,
-                           target_lane_index=target, target_speed=world.draw.expert_speed,
-                           timer=memory.timer)
+                           target_lane_index=target, timer=memory.timer,
+                           cruise_speed=world.draw.expert_speed)
     if world.draw.destination and ego.lane_index[1] in world.route_nodes:
         expert.plan_route_to(world.draw.destination)
     setattr(expert, _ID_ATTR, getattr(ego, _ID_ATTR))
@@ -138,6 +269,50 @@ def rollout(world: World, horizon_s: float, radius: float,
         if step == memory_step:
             world.expert_memory = ExpertMemory(expert.target_lane_index, expert.timer)
     return trace
+
+
+def lane_chain(network: RoadNetwork, lane_index: LaneIndex, route_nodes: tuple[str, ...],
+               length: float, max_lanes: int = 8) -> list[tuple[LaneIndex, float]]:
+    """The lanes followed from ``lane_index`` for at least ``length`` metres, each with the
+    arc length at which it starts: single continuations are taken, junctions are crossed
+    along ``route_nodes`` (the chain stops at a junction off the route), and a road that
+    turns back (a U-turn) ends the chain."""
+    chain = [(lane_index, 0.0)]
+    travelled = network.get_lane(lane_index).length
+    while travelled < length and len(chain) < max_lanes:
+        current = chain[-1][0]
+        node = current[1]
+        outs = network.graph.get(node, {})
+        if len(outs) == 1:
+            nxt = next(iter(outs))
+        elif node in route_nodes and route_nodes.index(node) + 1 < len(route_nodes):
+            nxt = route_nodes[route_nodes.index(node) + 1]
+        else:
+            break
+        lanes = outs.get(nxt)
+        if not lanes:
+            break
+        index = (node, nxt, min(current[2], len(lanes) - 1))
+        here, there = network.get_lane(current), network.get_lane(index)
+        turn = (there.heading_at(0.0) - here.heading_at(here.length) + math.pi) % (
+            2 * math.pi) - math.pi
+        if abs(turn) > math.pi / 2:
+            break
+        chain.append((index, travelled))
+        travelled += there.length
+    return chain
+
+
+def chain_pose(network: RoadNetwork, chain: list[tuple[LaneIndex, float]],
+               s: float) -> tuple[np.ndarray, float]:
+    """The highway-env position and heading at arc length ``s`` along a lane chain
+    (extrapolated past its last lane)."""
+    index, start = chain[0]
+    for candidate, candidate_start in chain:
+        if candidate_start <= s:
+            index, start = candidate, candidate_start
+    lane = network.get_lane(index)
+    return lane.position(s - start, 0.0), lane.heading_at(s - start)
 
 
 def _turn_direction(network: RoadNetwork, lane_index: LaneIndex) -> str | None:

@@ -36,6 +36,7 @@ class Scenario:
     draw: Callable[[np.random.Generator], ScenarioDraw]
     duration_s: float                              # default closed-loop episode length
     description: str
+    max_time_s: float = 600.0                      # the road runs out (or loops back) later
     spawn_every_s: float | None = None             # intersection: traffic keeps arriving
 
 
@@ -91,9 +92,12 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("highway", HighwayEnv, _draw_highway, duration_s=20.0,
                  description="straight multi-lane motorway (2-4 lanes), dense IDM/MOBIL "
                              "traffic, lane changes"),
-        Scenario("intersection", IntersectionEnv, _draw_intersection, duration_s=16.0,
+        Scenario("intersection", IntersectionEnv, _draw_intersection, duration_s=12.0,
                  description="four-way junction with priority rules; the route turns left, "
-                             "goes straight or turns right", spawn_every_s=1.0),
+                             "goes straight or turns right",
+                 # past ~17 s the ego reaches the end of the exit road, where highway-env's
+                 # network continues with a U-turn into the opposite lane
+                 max_time_s=16.0, spawn_every_s=1.0),
         Scenario("racetrack", RacetrackEnv, _draw_racetrack, duration_s=20.0,
                  description="two-lane closed circuit with tight left and right bends"),
     )

@@ -22,8 +22,8 @@ from highway_env.vehicle.behavior import IDMVehicle
 from highway_env.vehicle.kinematics import Vehicle
 
 from wamdiff2_core.sim import expert as expert_mod
-from wamdiff2_core.sim.frames import (box_corners, hw_heading_to_yaw, hw_to_map, map_to_hw,
-                                      vector_map_to_ego)
+from wamdiff2_core.sim.frames import (box_corners, hw_heading_to_yaw, hw_to_map, map_to_ego,
+                                      map_to_hw, vector_map_to_ego)
 from wamdiff2_core.sim.scenarios import Scenario, ScenarioDraw, get_scenario
 
 CONTROL_DT = 0.1          # [s] one World.step
@@ -93,14 +93,19 @@ class World:
 
     # ----------------------------------------------------------------------------- set-up
     def _install_ego(self, original: Vehicle) -> Vehicle:
+        # start no faster than a close slower vehicle ahead (no emergency braking at t = 0)
+        speed = self.draw.ego_speed
+        front, _ = self.road.neighbour_vehicles(original, original.lane_index)
+        if front is not None and original.lane_distance_to(front) < 60.0:
+            speed = min(speed, max(front.speed + 1.0, 0.0))
         if self.ego_mode == "expert":
             ego = expert_mod.ExpertVehicle(
-                self.road, original.position, original.heading, self.draw.ego_speed,
-                target_speed=self.draw.expert_speed)
+                self.road, original.position, original.heading, speed,
+                cruise_speed=self.draw.expert_speed)
             if self.draw.destination:
                 ego.plan_route_to(self.draw.destination)
         else:
-            ego = Vehicle(self.road, original.position, original.heading, self.draw.ego_speed)
+            ego = Vehicle(self.road, original.position, original.heading, speed)
         self.road.vehicles[self.road.vehicles.index(original)] = ego
         self.env.controlled_vehicles = [ego]
         self.env.action_type.controlled_vehicle = ego
@@ -120,8 +125,9 @@ class World:
     def step(self, control: tuple[float, float] | None = None) -> None:
         """Advance CONTROL_DT seconds.
 
-        ``control`` is (acceleration [m/s^2], steering [rad]) for a controlled ego, sent as
-        highway-env's normalised continuous action; it must be None for an expert ego.
+        ``control`` is (acceleration [m/s^2], steering [rad], positive turns left) for a
+        controlled ego, sent as highway-env's normalised continuous action (whose steering
+        turns right: its y axis points down); it must be None for an expert ego.
         """
         if (control is None) != (self.ego_mode == "expert"):
             raise ValueError("a controlled ego needs a control; an expert ego takes none")
@@ -131,7 +137,7 @@ class World:
             st_lo, st_hi = action_type.steering_range
             action = np.array([
                 2.0 * (control[0] - acc_lo) / (acc_hi - acc_lo) - 1.0,
-                2.0 * (control[1] - st_lo) / (st_hi - st_lo) - 1.0])
+                2.0 * (-control[1] - st_lo) / (st_hi - st_lo) - 1.0])
             action_type.act(np.clip(action, -1.0, 1.0))
         self.road.act()
         self.road.step(CONTROL_DT)
@@ -194,6 +200,18 @@ class World:
 
     def ego_on_drivable_area(self) -> bool:
         return bool(self.on_drivable_area(self.ego_state().corners()).all())
+
+    def lane_brake_waypoints(self, decel: float) -> np.ndarray:
+        """Eight waypoints (8, 2), ego frame, 0.5 s apart: braking at ``decel`` m/s^2 to a
+        standstill along the centre of the ego's current lane."""
+        lane = self.road.network.get_lane(self.ego.lane_index)
+        s0, _ = lane.local_coordinates(self.ego.position)
+        speed = max(float(self.ego.speed), 0.0)
+        times = np.minimum(np.arange(1, 9) * 0.5, speed / decel)
+        along = speed * times - 0.5 * decel * times**2
+        points = hw_to_map(np.stack([lane.position(s0 + d, 0.0) for d in along]))
+        ego = self.ego_state()
+        return map_to_ego(points, ego.xy, ego.yaw)
 
     # ----------------------------------------------------------------------------- expert
     def expert_rollout(self, horizon_s: float = 4.0, radius: float = 150.0

@@ -1,0 +1,144 @@
+"""Waypoints -> (acceleration, steering): pure pursuit plus speed tracking.
+
+A plan is the planner's 8 waypoints (ego frame at planning time, 0.5 s apart) fixed in the
+map frame with the ego's position at planning time as its t = 0 point, so a plan stays
+meaningful, and is simply followed further along in time, while the next one is awaited.
+
+- Steering: pure pursuit on the plan's polyline with a speed-dependent look-ahead, turned
+  into a steering angle through highway-env's kinematic bicycle model (slip angle
+  ``beta = atan(tan(delta) / 2)``, path curvature ``sin(beta) / (L / 2)``).
+- Speed: the plan's speed profile read ``SPEED_LOOKAHEAD_S`` ahead, a proportional term
+  and the profile's own acceleration as feed-forward, clipped to [-6, 3] m/s^2, rate
+  limited (jerk) except when braking harder, and never reversing.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from wamdiff2_core.sim.frames import ego_to_map, map_to_ego
+
+WAYPOINT_DT_S = 0.5
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    lookahead_min_m: float = 4.0
+    lookahead_time_s: float = 0.6
+    wheelbase_m: float = 5.0          # highway-env's Vehicle.LENGTH
+    max_steering_rad: float = math.pi / 4
+    speed_lookahead_s: float = 0.5
+    speed_gain: float = 1.0
+    max_accel: float = 3.0
+    max_decel: float = 6.0
+    max_jerk: float = 4.0             # [m/s^3] smoothing of acceleration increases
+    brake_jerk: float = 6.0           # [m/s^3] allowed when braking harder
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A plan fixed in the map frame: times (9,) from 0 and points (9, 2)."""
+
+    start_time: float
+    points: np.ndarray            # (9, 2) map frame, row 0 = ego position at start_time
+    times: np.ndarray             # (9,) seconds after start_time
+
+    @classmethod
+    def from_waypoints(cls, waypoints: np.ndarray, ego_xy: np.ndarray, ego_yaw: float,
+                       time: float) -> Plan:
+        waypoints = np.asarray(waypoints, dtype=np.float64).reshape(-1, 2)
+        points = np.vstack([np.asarray(ego_xy, dtype=np.float64)[None],
+                            ego_to_map(waypoints, ego_xy, ego_yaw)])
+        times = np.arange(len(points)) * WAYPOINT_DT_S
+        return cls(start_time=float(time), points=points, times=times)
+
+    @property
+    def duration(self) -> float:
+        return float(self.times[-1])
+
+    def speed_at(self, tau: float) -> float:
+        """Planned speed tau seconds after the start (piecewise constant per interval,
+        linearly blended between interval midpoints)."""
+        seg = np.linalg.norm(np.diff(self.points, axis=0), axis=1) / np.diff(self.times)
+        mids = (self.times[:-1] + self.times[1:]) / 2
+        return float(np.interp(tau, mids, seg))
+
+    def accel_at(self, tau: float) -> float:
+        step = 0.25
+        return (self.speed_at(tau + step) - self.speed_at(tau - step)) / (2 * step)
+
+    def remaining_waypoints(self, ego_xy: np.ndarray, ego_yaw: float, time: float
+                            ) -> np.ndarray:
+        """The plan's positions at time + 0.5 ... time + 4.0 s in the current ego frame
+        (the last planned point held after the plan ends)."""
+        tau = time - self.start_time + np.arange(1, 9) * WAYPOINT_DT_S
+        xs = np.interp(tau, self.times, self.points[:, 0])
+        ys = np.interp(tau, self.times, self.points[:, 1])
+        return map_to_ego(np.stack([xs, ys], axis=1), ego_xy, ego_yaw)
+
+
+def _lookahead_point(points: np.ndarray, position: np.ndarray, distance: float
+                     ) -> np.ndarray | None:
+    """The point ``distance`` metres along the polyline past the projection of
+    ``position``; extrapolated along the last segment; None for a degenerate path."""
+    seg = np.diff(points, axis=0)                         # (n, 2)
+    lengths = np.linalg.norm(seg, axis=1)
+    keep = lengths > 1e-3
+    if not keep.any():
+        return None
+    starts, seg, lengths = points[:-1][keep], seg[keep], lengths[keep]
+    rel = position - starts                               # (n, 2)
+    t = np.clip(np.einsum("ij,ij->i", rel, seg) / lengths**2, 0.0, 1.0)
+    closest = starts + seg * t[:, None]
+    i = int(np.argmin(np.linalg.norm(closest - position, axis=1)))
+    cumulative = np.concatenate([[0.0], np.cumsum(lengths)])
+    target_s = cumulative[i] + t[i] * lengths[i] + distance
+    j = int(np.searchsorted(cumulative, target_s, side="right") - 1)
+    j = min(j, len(lengths) - 1)
+    return starts[j] + seg[j] / lengths[j] * (target_s - cumulative[j])
+
+
+class TrackingController:
+    """Follows the latest plan; one instance per episode."""
+
+    def __init__(self, config: ControllerConfig = ControllerConfig()) -> None:
+        self.config = config
+        self.plan: Plan | None = None
+        self._accel = 0.0
+
+    def set_plan(self, plan: Plan) -> None:
+        self.plan = plan
+
+    def control(self, ego_xy: np.ndarray, ego_yaw: float, speed: float, motion_yaw: float,
+                time: float, dt: float) -> tuple[float, float]:
+        """(acceleration [m/s^2], steering [rad]) for the current state. ``motion_yaw`` is
+        the direction the ego is actually moving in (heading plus slip)."""
+        cfg = self.config
+        if self.plan is None:
+            raise RuntimeError("no plan to follow")
+        tau = time - self.plan.start_time
+        # --- speed
+        target = self.plan.speed_at(tau + cfg.speed_lookahead_s)
+        accel = cfg.speed_gain * (target - speed) + self.plan.accel_at(tau + 0.25)
+        accel = float(np.clip(accel, -cfg.max_decel, cfg.max_accel))
+        limit = cfg.max_jerk * dt
+        if accel > self._accel + limit:
+            accel = self._accel + limit
+        elif accel < self._accel - cfg.brake_jerk * dt:
+            accel = self._accel - cfg.brake_jerk * dt
+        accel = max(accel, -speed / dt)          # brake to a standstill, never reverse
+        self._accel = accel
+        # --- steering
+        distance = max(cfg.lookahead_min_m, cfg.lookahead_time_s * speed)
+        point = _lookahead_point(self.plan.points, np.asarray(ego_xy), distance)
+        if point is None or speed < 0.05:
+            return accel, 0.0
+        local = map_to_ego(point, ego_xy, motion_yaw)
+        alpha = math.atan2(local[1], local[0])
+        curvature = 2.0 * math.sin(alpha) / max(float(np.hypot(*local)), 1e-3)
+        sin_beta = float(np.clip(curvature * cfg.wheelbase_m / 2.0, -0.99, 0.99))
+        beta = math.asin(sin_beta)
+        steering = math.atan(2.0 * math.tan(beta))
+        return accel, float(np.clip(steering, -cfg.max_steering_rad, cfg.max_steering_rad))

@@ -1,0 +1,91 @@
+"""Planners for the closed loop: ``(observation, image) -> waypoints (8, 2)``.
+
+A planner is any callable taking a :class:`SimObservation` (the fields of
+``wamdiff2_core.planner.Observation``) and the current front image (H, W, 3) uint8, and
+returning 8 waypoints in the ego frame (x forward, y left, 0.5 s apart). It may raise
+``AnswerParseError``; the runner counts that and falls back safely.
+
+Registered planners (``--planner``):
+
+- ``expert``: the privileged IDM/MOBIL expert (reads ``observation.expert_waypoints``,
+  which the runner fills from a rollout of the expert in a copy of the world); the
+  reference the score is calibrated on.
+- ``constant-velocity``: keep the current speed and heading (a baseline).
+- ``checkpoint:DIR`` (or ``checkpoint:PRESET``): a trained model through
+  ``Planner.from_pretrained(DIR).plan(...)``; it sees only the image, command, velocity
+  and acceleration.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+PlannerFn = Callable[["SimObservation", np.ndarray], np.ndarray]
+
+
+@dataclass(frozen=True)
+class SimObservation:
+    """What a planner is given at one planning instant (ego frame: x forward, y left)."""
+
+    images: list = field(default_factory=list)          # [(H, W, 3) uint8]
+    command: str = "straight"
+    velocity: tuple[float, float] = (0.0, 0.0)
+    acceleration: tuple[float, float] = (0.0, 0.0)
+    position: tuple[float, float] = (0.0, 0.0)
+    stamp: float | None = None                           # simulation time [s]
+    expert_waypoints: np.ndarray | None = None           # privileged: expert planner only
+
+
+def expert_planner() -> PlannerFn:
+    def plan(observation: SimObservation, image: np.ndarray) -> np.ndarray:
+        if observation.expert_waypoints is None:
+            raise ValueError("the expert planner needs observation.expert_waypoints")
+        return np.asarray(observation.expert_waypoints, dtype=np.float64)
+    return plan
+
+
+def constant_velocity_planner() -> PlannerFn:
+    def plan(observation: SimObservation, image: np.ndarray) -> np.ndarray:
+        speed = max(float(observation.velocity[0]), 0.0)
+        times = np.arange(1, 9) * 0.5
+        return np.stack([speed * times, np.zeros(8)], axis=1)
+    return plan
+
+
+def checkpoint_planner(path: str) -> PlannerFn:
+    """A trained model (checkpoint directory or preset name) as a closed-loop planner."""
+    from wamdiff2_core.planner import Observation, Planner
+
+    model = Planner.from_pretrained(path)
+
+    def plan(observation: SimObservation, image: np.ndarray) -> np.ndarray:
+        result = model.plan(Observation(
+            images=[image], command=observation.command,
+            velocity=tuple(observation.velocity), acceleration=tuple(observation.acceleration),
+            position=tuple(observation.position), stamp=observation.stamp))
+        return result.waypoints
+    return plan
+
+
+PLANNERS: dict[str, Callable[..., PlannerFn]] = {
+    "expert": expert_planner,
+    "constant-velocity": constant_velocity_planner,
+    "checkpoint": checkpoint_planner,
+}
+
+
+def make_planner(spec: str) -> PlannerFn:
+    """``"expert"``, ``"constant-velocity"`` or ``"checkpoint:DIR"`` -> a planner."""
+    name, _, argument = spec.partition(":")
+    if name not in PLANNERS:
+        raise ValueError(f"unknown planner {spec!r}; use expert, constant-velocity or "
+                         "checkpoint:DIR")
+    if name == "checkpoint":
+        if not argument:
+            raise ValueError("checkpoint planner needs a directory: checkpoint:DIR")
+        return PLANNERS[name](argument)
+    if argument:
+        raise ValueError(f"planner {name!r} takes no argument")
+    return PLANNERS[name]()

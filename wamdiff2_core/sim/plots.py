@@ -1,0 +1,89 @@
+"""Top-down plots of closed-loop episodes (matplotlib, Agg backend, PNG)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+
+def _lane_lines(lanes, step: float = 2.0, around: np.ndarray | None = None,
+                margin: float = 60.0):
+    """Edge polylines of the lanes near the points ``around`` (map frame)."""
+    lines = []
+    for lane in lanes:
+        s = np.linspace(0.0, lane.length, max(2, int(lane.length / step) + 1))
+        centre = lane.points(s)
+        if around is not None:
+            lo, hi = around.min(axis=0) - margin, around.max(axis=0) + margin
+            inside = ((centre >= lo) & (centre <= hi)).all(axis=1)
+            if not inside.any():
+                continue
+            idx = np.nonzero(inside)[0]
+            s = s[max(idx[0] - 1, 0):idx[-1] + 2]
+        for side in (+0.5, -0.5):
+            lines.append(lane.points(s, side * lane.width))
+    return lines
+
+
+def plot_episode(result, path: str | Path, planner_name: str) -> None:
+    """Lanes, the expert's path, the ego's driven path, other vehicles' tracks, the
+    collision point and off-road steps of one episode."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    log = result.log
+    ego = log.ego[:, :2]
+    around = np.vstack([ego, result.expert_path])
+    fig, ax = plt.subplots(figsize=(7, 6), dpi=100)
+    for line in _lane_lines(result.lanes, around=around):
+        ax.plot(line[:, 0], line[:, 1], color="0.75", lw=0.6, zorder=1)
+    for track in result.others_tracks.values():
+        if len(track) > 1:
+            ax.plot(track[:, 0], track[:, 1], color="0.45", lw=0.8, alpha=0.6, zorder=2)
+            ax.plot(*track[-1], marker="s", ms=3, color="0.35", zorder=2)
+    ax.plot(result.expert_path[:, 0], result.expert_path[:, 1], "--", color="tab:green",
+            lw=1.5, label="expert (reference)", zorder=3)
+    ax.plot(ego[:, 0], ego[:, 1], color="tab:blue", lw=2.0, label=planner_name, zorder=4)
+    ax.plot(*ego[0], marker="o", color="tab:blue", zorder=5)
+    off = ~log.on_drivable
+    if off.any():
+        ax.scatter(ego[off, 0], ego[off, 1], s=8, color="tab:orange", label="off road",
+                   zorder=5)
+    if log.collision_step is not None:
+        ax.scatter(*ego[min(log.collision_step, len(ego) - 1)], s=120, marker="x",
+                   color="tab:red", label="collision", zorder=6)
+    lo, hi = around.min(axis=0) - 15.0, around.max(axis=0) + 15.0
+    centre, half = (lo + hi) / 2, max(hi - lo) / 2
+    ax.set_xlim(centre[0] - half, centre[0] + half)
+    ax.set_ylim(centre[1] - half, centre[1] + half)
+    ax.set_aspect("equal")
+    ax.set_xlabel("x [m]")
+    ax.set_ylabel("y [m]")
+    ax.set_title(f"episode {result.index}: {result.scenario}, seed {result.seed}, "
+                 f"score {result.score.score:.3f}", fontsize=10)
+    ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def plot_scores(results, path: str | Path, planner_name: str) -> None:
+    """Bar chart of episode scores with each term's mean."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(max(5, 0.5 * len(results) + 3), 3.5), dpi=100)
+    x = np.arange(len(results))
+    ax.bar(x, [r.score.score for r in results], color="tab:blue")
+    ax.set_xticks(x, [f"{r.index}\n{r.scenario[:5]}" for r in results], fontsize=7)
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("episode score")
+    mean = np.mean([r.score.score for r in results]) if results else 0.0
+    ax.axhline(mean, color="tab:red", lw=1, ls="--", label=f"mean {mean:.3f}")
+    ax.set_title(f"closed loop: {planner_name}", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
