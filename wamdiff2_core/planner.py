@@ -27,6 +27,8 @@ DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfl
 Decoder = Callable[[Wamdiff2Model, dict, DecodeConfig], DecodeOutput]
 # Decoding backends by name; the fast decoder registers itself as "fast".
 DECODER_BACKENDS: dict[str, Decoder] = {"reference": reference_decode}
+DECODER_BACKENDS["fast"] = lambda *a: __import__(  # lazy: imported on first use
+    "wamdiff2_core.decoding.fast").decoding.fast.decode(*a)
 
 
 def bundled_checkpoint_path() -> Path | None:

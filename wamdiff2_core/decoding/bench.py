@@ -1,0 +1,281 @@
+"""The decoding benchmark: AR optimised, diffusion reference and diffusion fast on the same
+prompts in one run, with planning L2 whenever ground truth is at hand (speed is never shown
+without quality when it can be measured), plus per-forward latencies per execution mode.
+
+Throughput is counted over the decode phase (after the prompt prefill, which every decoder
+shares and which is reported apart): tokens are answer tokens up to and including the
+end-of-answer token, as in ``DecodeStats``.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+
+from wamdiff2_core import tasks
+from wamdiff2_core.decoding.config import DecodeConfig
+from wamdiff2_core.decoding.fast import fast_decode
+from wamdiff2_core.decoding.reference import decode as reference_decode
+from wamdiff2_core.decoding.runner import FastConfig, runner_for, sync
+from wamdiff2_core.evaluation.l2 import l2_horizons, l2_per_waypoint
+from wamdiff2_core.model.modeling import Wamdiff2Model
+
+
+@dataclass
+class Sample:
+    prompt: str
+    images: list
+    truth: np.ndarray | None = None          # (8, 2) ground-truth waypoints, if known
+
+
+def synthetic_samples(n: int, size: tuple[int, int] = (320, 180), seed: int = 0
+                      ) -> list[Sample]:
+    """``n`` planning prompts on seeded random camera images (no ground truth)."""
+    rng = np.random.RandomState(seed)
+    out = []
+    for i in range(n):
+        image = (rng.rand(size[1], size[0], 3) * 255).astype(np.uint8)
+        command = tasks.COMMANDS[i % len(tasks.COMMANDS)]
+        prompt = tasks.planning_prompt(command, (float(rng.uniform(0, 15)), 0.0),
+                                       (float(rng.uniform(-1, 1)), 0.0))
+        out.append(Sample(prompt, [image]))
+    return out
+
+
+def data_samples(path: str | Path, n: int) -> list[Sample]:
+    """The first ``n`` planning records of a generated data set (a directory holding
+    ``train.json``, or a JSON file), with their ground-truth waypoints."""
+    from wamdiff2_core.evaluation.open_loop import load_image
+
+    path = Path(path)
+    file = path / "train.json" if path.is_dir() else path
+    root = file.parent
+    with open(file) as fh:
+        records = json.load(fh)
+    out = []
+    for record in records:
+        if record.get("task") != "planning":
+            continue
+        prompt, answer = tasks.record_prompt_and_answer(record)
+        future = (record.get("meta") or {}).get("ego_future")
+        truth = np.asarray(future, dtype=np.float64) if future is not None \
+            else tasks.parse_waypoints(answer)
+        out.append(Sample(prompt, [load_image(record, root)], truth))
+        if len(out) == n:
+            break
+    if not out:
+        raise ValueError(f"{file} has no planning records")
+    return out
+
+
+@dataclass
+class DecoderResult:
+    """Totals of one decoder over every batch and repeat."""
+    name: str
+    tokens: int = 0
+    decode_ms: float = 0.0
+    prefill_ms: float = 0.0
+    forwards: int = 0
+    blocks: int = 0
+    calls: int = 0
+    texts: list = field(default_factory=list)         # answers of the last repeat
+    sequences: list = field(default_factory=list)
+    l2: dict | None = None
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / max(self.decode_ms, 1e-9) * 1e3
+
+    @property
+    def ms_per_token(self) -> float:
+        return self.decode_ms / max(self.tokens, 1)
+
+    @property
+    def ms_per_forward(self) -> float:
+        return self.decode_ms / max(self.forwards, 1)
+
+    @property
+    def forwards_per_block(self) -> float:
+        return self.forwards / max(self.blocks, 1)
+
+    @property
+    def tokens_per_forward(self) -> float:
+        return self.tokens / max(self.forwards, 1)
+
+    def to_dict(self) -> dict:
+        d = {k: v for k, v in asdict(self).items() if k not in ("texts", "sequences")}
+        d.update(tokens_per_s=self.tokens_per_s, ms_per_token=self.ms_per_token,
+                 ms_per_forward=self.ms_per_forward,
+                 forwards_per_block=self.forwards_per_block,
+                 tokens_per_forward=self.tokens_per_forward,
+                 prefill_ms_per_call=self.prefill_ms / max(self.calls, 1))
+        return d
+
+
+Decoder = Callable[[Wamdiff2Model, dict, DecodeConfig], object]
+
+
+def run_decoder(name: str, fn: Decoder, model: Wamdiff2Model, samples: Sequence[Sample],
+                batch: int, cfg: DecodeConfig, repeats: int = 1) -> DecoderResult:
+    """Decode every sample in batches of ``batch``, ``repeats`` times, after one untimed
+    warm-up batch (which builds caches, compiles or captures graphs)."""
+    proc = model.processor
+    batches = [samples[i:i + batch] for i in range(0, len(samples), batch)]
+    encoded = [proc.encode_prompts([s.prompt for s in b], [s.images for s in b])
+               for b in batches]
+    fn(model, encoded[0], cfg)
+    res = DecoderResult(name)
+    for r in range(repeats):
+        last = r == repeats - 1
+        for enc in encoded:
+            out = fn(model, enc, cfg)
+            st = out.stats
+            res.tokens += st.tokens
+            res.decode_ms += st.decode_ms
+            res.prefill_ms += st.prefill_ms
+            res.forwards += st.forwards
+            res.blocks += st.blocks
+            res.calls += 1
+            if last:
+                res.sequences += out.sequences
+                res.texts += [proc.decode_answer(s) for s in out.sequences]
+    res.l2 = planning_l2(res.texts, samples)
+    return res
+
+
+def planning_l2(texts: Sequence[str], samples: Sequence[Sample]) -> dict | None:
+    """Planning L2 of answers against the samples' ground truth (None without any): the
+    mean over parsed answers of the L2 averaged up to 1/2/3 s, and how many failed to parse."""
+    pairs = [(t, s.truth) for t, s in zip(texts, samples) if s.truth is not None]
+    if not pairs:
+        return None
+    errors, failed = [], 0
+    for text, truth in pairs:
+        try:
+            errors.append(l2_per_waypoint(tasks.parse_waypoints(text), truth))
+        except tasks.AnswerParseError:
+            failed += 1
+    out = {"samples": len(pairs), "parse_failures": failed, "l2_avg": None}
+    if errors:
+        h = l2_horizons(np.mean(errors, axis=0))
+        out.update(h)
+        out["l2_avg"] = float(np.mean([h["l2_avg_1s"], h["l2_avg_2s"], h["l2_avg_3s"]]))
+    return out
+
+
+def forward_latency(model: Wamdiff2Model, sample: Sample, batch: int, block: int,
+                    fast: FastConfig, reps: int = 20) -> dict:
+    """Milliseconds per forward of the fast decoders' steps (batch ``batch`` of one prompt):
+    an AR token step (host plan included), a block denoising step and a commit pass."""
+    enc = model.processor.encode_prompts([sample.prompt] * batch, [sample.images] * batch)
+    out = {}
+    diff = model.with_fields(paradigm="diffusion", block_size=block)
+    cfg = DecodeConfig(block_size=block, max_new_tokens=2 * block)
+    fast_decode(diff, enc, cfg, fast)                         # builds and fills a state
+    runner = runner_for(diff, fast)
+    st = runner.states[("diffusion", runner.bucket(batch), block, cfg.commit_rule, True)]
+    out["block_step"] = _time(lambda: st.run_step(0.0, None, batch), reps, runner.device)
+    out["commit"] = _time(st.commit, reps, runner.device)
+    ar = model.with_fields(paradigm="ar", block_size=1)
+    fast_decode(ar, enc, DecodeConfig(max_new_tokens=reps + 2), fast)
+    runner = runner_for(ar, fast)
+    st = runner.states[("ar", runner.bucket(batch), True)]
+    n = [int(x) for x in st.base.tolist()]
+
+    def ar_step(j=[0]):
+        j[0] += 1
+        st.attn.plan([m + j[0] for m in n])
+        st.run_step(0.0, None, batch)
+    st.c.zero_()
+    out["ar_step"] = _time(ar_step, reps, runner.device)
+    out["mode"], out["attention"] = runner.mode, runner.attention
+    return out
+
+
+def _time(fn: Callable[[], object], reps: int, device: torch.device) -> float:
+    fn()
+    sync(device)
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    sync(device)
+    return (time.perf_counter() - t0) * 1e3 / reps
+
+
+DECODER_NAMES = ("ar_optimised", "diffusion_reference", "diffusion_fast")
+TARGETS = {"fast_vs_ar": 3.0, "fast_vs_reference": 1.5, "l2_fast_vs_ar": 1.05}
+
+
+def run_benchmark(model: Wamdiff2Model, ar_model: Wamdiff2Model, samples: Sequence[Sample],
+                  batch: int, cfg: DecodeConfig, fast: FastConfig = FastConfig(),
+                  repeats: int = 1, latency_modes: Sequence[str] = ("eager",),
+                  latency_reps: int = 20, tokens_per_forward: float | None = None,
+                  trained: bool = True, ar_is_teacher: bool = True) -> dict:
+    """Every number of the benchmark as one JSON-serialisable dict (see docs/decoding.md).
+
+    ``model`` is the diffusion model; ``ar_model`` the next-token model (the AR teacher, or
+    the same weights read as next-token when no teacher is given). The three decoders run
+    on the same samples with the same decode settings."""
+    ar_cfg = DecodeConfig(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
+                          seed=cfg.seed)
+    fast_fn = lambda m, b, c: fast_decode(m, b, c, fast)             # noqa: E731
+    runs = {
+        "ar_optimised": run_decoder("ar_optimised", fast_fn, ar_model, samples, batch, ar_cfg,
+                                    repeats),
+        "diffusion_reference": run_decoder("diffusion_reference", reference_decode, model,
+                                           samples, batch, cfg, repeats),
+        "diffusion_fast": run_decoder("diffusion_fast", fast_fn, model, samples, batch, cfg,
+                                      repeats),
+    }
+    ar, ref, fst = (runs[n] for n in DECODER_NAMES)
+    ratios = {"fast_vs_ar": fst.tokens_per_s / ar.tokens_per_s,
+              "fast_vs_reference": fst.tokens_per_s / ref.tokens_per_s,
+              "reference_vs_ar": ref.tokens_per_s / ar.tokens_per_s}
+    if ar_is_teacher and fst.l2 and ar.l2 and fst.l2["l2_avg"] is not None \
+            and ar.l2["l2_avg"]:
+        ratios["l2_fast_vs_ar"] = fst.l2["l2_avg"] / ar.l2["l2_avg"]
+    runner = runner_for(model, fast)
+    block = cfg.block_size or model.fields.block_size
+    latency = {mode: forward_latency(model, samples[0], batch, block,
+                                     FastConfig(**{**asdict(fast), "mode": mode}),
+                                     latency_reps)
+               for mode in latency_modes}
+    report = {
+        "device": str(model.device), "dtype": str(runner.text.dtype).replace("torch.", ""),
+        "parameters": model.num_parameters(), "trained": trained,
+        "decode": cfg.to_dict(), "block_size": block,
+        "fast": {**asdict(fast), "resolved_mode": runner.mode,
+                 "resolved_attention": runner.attention, "sync_every": runner.sync_every},
+        "samples": len(samples), "batch": batch, "repeats": repeats,
+        "decoders": {n: r.to_dict() for n, r in runs.items()},
+        "ratios": ratios,
+        "fast_matches_reference": fst.sequences == ref.sequences,
+        "latency_ms": latency,
+        "targets": {k: {"want": v, "got": ratios.get(k),
+                        "met": None if k not in ratios else
+                        (ratios[k] <= v if k.startswith("l2") else ratios[k] >= v)}
+                    for k, v in TARGETS.items()},
+        "notes": [],
+    }
+    if not ar_is_teacher:
+        report["notes"].append(
+            "no AR teacher given (--ar-checkpoint): 'AR optimised' decodes the diffusion "
+            "weights token by token, so its speed is an AR decoder's on this architecture "
+            "but its answers and L2 are not the teacher's")
+    if not trained:
+        report["notes"].append(
+            "untrained weights: tokens/forward here is not a trained model's; diffusion "
+            "throughput is tokens/forward divided by the per-forward latency, so read the "
+            "latency table (and the projection, given --tokens-per-forward)")
+    if tokens_per_forward:
+        report["projection"] = {
+            mode: {"tokens_per_forward": tokens_per_forward,
+                   "diffusion_tokens_per_s": tokens_per_forward * 1e3 / lat["block_step"],
+                   "ar_tokens_per_s": 1e3 / lat["ar_step"]}
+            for mode, lat in latency.items()}
+    return report

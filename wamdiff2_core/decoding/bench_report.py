@@ -1,0 +1,61 @@
+"""Plain-text layout of a decoding benchmark report (the data lives in ``bench``)."""
+from __future__ import annotations
+
+LABELS = {"ar_optimised": "AR optimised", "diffusion_reference": "diffusion reference",
+          "diffusion_fast": "diffusion fast"}
+RATIO_LABELS = {"fast_vs_ar": "diffusion fast / AR optimised (tokens/s)",
+                "fast_vs_reference": "diffusion fast / diffusion reference (tokens/s)",
+                "reference_vs_ar": "diffusion reference / AR optimised (tokens/s)",
+                "l2_fast_vs_ar": "planning L2, diffusion fast / AR"}
+
+
+def _f(x, fmt: str = ".2f") -> str:
+    return "n/a" if x is None else format(x, fmt)
+
+
+def format_report(r: dict) -> str:
+    """The report as a few aligned tables."""
+    fast = r["fast"]
+    lines = [f"decode benchmark: {r['device']} {r['dtype']}, {r['parameters'] / 1e6:.1f}M "
+             f"parameters, block {r['block_size']}, rule {r['decode']['commit_rule']}, "
+             f"batch {r['batch']}, {r['samples']} prompts x {r['repeats']} repeat(s)",
+             f"fast decoder: mode {fast['resolved_mode']}, attention "
+             f"{fast['resolved_attention']}, done-check every {fast['sync_every']} step(s)",
+             ""]
+    head = (f"{'decoder':<21}{'tokens/s':>10}{'ms/token':>10}{'ms/fwd':>9}{'fwd/block':>10}"
+            f"{'tok/fwd':>9}{'prefill ms':>11}{'L2 (m)':>8}{'unparsed':>9}")
+    lines += [head, "-" * len(head)]
+    for name, d in r["decoders"].items():
+        l2 = d.get("l2") or {}
+        unparsed = f"{l2['parse_failures']}/{l2['samples']}" if l2 else "n/a"
+        lines.append(f"{LABELS[name]:<21}{d['tokens_per_s']:>10.1f}{d['ms_per_token']:>10.2f}"
+                     f"{d['ms_per_forward']:>9.2f}{d['forwards_per_block']:>10.2f}"
+                     f"{d['tokens_per_forward']:>9.2f}{d['prefill_ms_per_call']:>11.1f}"
+                     f"{_f(l2.get('l2_avg')):>8}{unparsed:>9}")
+    lines.append("")
+    for key, value in r["ratios"].items():
+        lines.append(f"{RATIO_LABELS[key]:<50}{value:>8.2f}x")
+    lines.append(f"{'diffusion fast answers == reference answers':<50}"
+                 f"{'yes' if r['fast_matches_reference'] else 'NO':>9}")
+    lines.append("")
+    lines.append("per-forward latency (ms) of the fast decoders' steps, batch "
+                 f"{r['batch']}, one prompt:")
+    modes = list(r["latency_ms"])
+    lines.append(f"{'':<24}" + "".join(f"{m:>10}" for m in modes))
+    for key, label in (("ar_step", "AR token step"),
+                       ("block_step", f"block step ({r['block_size']})"),
+                       ("commit", f"commit pass ({r['block_size']})")):
+        lines.append(f"{label:<24}" + "".join(f"{r['latency_ms'][m][key]:>10.2f}"
+                                              for m in modes))
+    for mode, p in (r.get("projection") or {}).items():
+        lines.append(f"projection ({mode}) at {p['tokens_per_forward']:.2f} tokens/forward: "
+                     f"diffusion {p['diffusion_tokens_per_s']:.0f} tokens/s, AR "
+                     f"{p['ar_tokens_per_s']:.0f} tokens/s")
+    lines.append("")
+    for key, t in r["targets"].items():
+        verdict = "n/a" if t["met"] is None else ("met" if t["met"] else "NOT met")
+        op = "<=" if key.startswith("l2") else ">="
+        lines.append(f"target {RATIO_LABELS[key]} {op} {t['want']}: {_f(t['got'])} -> "
+                     f"{verdict}")
+    lines += [f"note: {n}" for n in r["notes"]]
+    return "\n".join(lines)

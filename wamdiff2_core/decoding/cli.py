@@ -1,0 +1,138 @@
+"""`wamdiff2 bench decode`: AR optimised vs diffusion reference vs diffusion fast."""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from wamdiff2_core.cli import CliError, subgroup
+
+AR_TEACHER_SUBDIR = "ar_teacher"      # <checkpoint>/ar_teacher/: the AR teacher, if shipped
+
+
+def _size(text: str) -> tuple[int, int]:
+    try:
+        w, h = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected WIDTHxHEIGHT, got {text!r}") from None
+    return w, h
+
+
+def register(subparsers) -> None:
+    bench = subgroup(subparsers, "bench", help="benchmarks (decode, node)")
+    p = bench.add_parser("decode", help="decoding speed (and planning L2) of AR optimised, "
+                                        "diffusion reference and diffusion fast")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--checkpoint", metavar="DIR",
+                     help="trained diffusion checkpoint (default: the bundled model)")
+    src.add_argument("--preset", metavar="NAME",
+                     help="untrained model of a named shape (tiny, small, qwen3-vl-2b, ...)")
+    p.add_argument("--ar-checkpoint", metavar="DIR",
+                   help="the AR teacher (default: CHECKPOINT/ar_teacher if present, else the "
+                        "diffusion weights decoded token by token: speed only)")
+    p.add_argument("--data", metavar="PATH",
+                   help="generated data set (dir with train.json, or a JSON file): prompts "
+                        "and ground truth for planning L2")
+    p.add_argument("--samples", type=int, default=None,
+                   help="prompts to decode (default: 8, at least --batch)")
+    p.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
+    p.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    p.add_argument("--dtype", default=None, help="float32 | bfloat16 (default: float32)")
+    p.add_argument("--block-size", type=int, default=None,
+                   help="answer block size (default: the checkpoint's)")
+    p.add_argument("--steps", type=int, default=None,
+                   help="denoising step budget per block (default: the block size)")
+    p.add_argument("--threshold", type=float, default=0.9)
+    p.add_argument("--commit-rule", default="low_confidence_dynamic",
+                   choices=["low_confidence_dynamic", "low_confidence_static", "sequential"])
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--mode", default="auto", choices=["auto", "eager", "compile", "graphs"],
+                   help="fast decoders' execution (auto: CUDA graphs on a GPU, eager on CPU)")
+    p.add_argument("--attention", default="auto", choices=["auto", "sdpa", "flashinfer"])
+    p.add_argument("--sync-every", type=int, default=None,
+                   help="steps between done-checks (default: 1 on CPU, 2 on GPU)")
+    p.add_argument("--latency-modes", default=None,
+                   help="comma-separated modes for the per-forward latency table "
+                        "(default: eager and the resolved --mode)")
+    p.add_argument("--repeats", type=int, default=1, help="timed passes over the prompts")
+    p.add_argument("--tokens-per-forward", type=float, default=None,
+                   help="project tokens/s from the latencies at this tokens/forward "
+                        "(e.g. the bundled model's)")
+    p.add_argument("--image-size", type=_size, default=(320, 180), metavar="WxH",
+                   help="size of the synthetic camera images without --data (default 320x180)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run_bench_decode)
+
+
+def _load(args):
+    """(diffusion model, AR model, trained?, AR is a real teacher?)."""
+    from wamdiff2_core.model.modeling import CheckpointError
+    from wamdiff2_core.planner import bundled_checkpoint_path, load_model
+
+    source = args.checkpoint or args.preset or bundled_checkpoint_path()
+    if source is None:
+        raise CliError("this checkout has no bundled model; pass --checkpoint DIR or "
+                       "--preset NAME")
+    trained = args.preset is None
+    try:
+        model = load_model(source, args.device, args.dtype)
+        ar_dir = args.ar_checkpoint
+        if ar_dir is None and trained and (Path(source) / AR_TEACHER_SUBDIR /
+                                           "config.json").exists():
+            ar_dir = Path(source) / AR_TEACHER_SUBDIR
+        ar = load_model(ar_dir, args.device, args.dtype) if ar_dir else None
+    except (CheckpointError, ValueError) as exc:
+        raise CliError(str(exc)) from None
+    if model.fields.paradigm != "diffusion":
+        if args.preset:
+            model = model.with_fields(paradigm="diffusion", block_size=args.block_size or 32)
+        else:
+            raise CliError(f"{source} is an AR checkpoint; pass the diffusion checkpoint as "
+                           "--checkpoint and the AR one as --ar-checkpoint")
+    if ar is not None and ar.fields.paradigm != "ar":
+        raise CliError(f"{ar_dir} is not an AR (next-token) checkpoint")
+    teacher = ar is not None
+    if ar is None:
+        ar = model.with_fields(paradigm="ar", block_size=1)
+    return model, ar, trained, teacher
+
+
+def run_bench_decode(args) -> int:
+    from wamdiff2_core.decoding.bench import (data_samples, run_benchmark,
+                                              synthetic_samples)
+    from wamdiff2_core.decoding.bench_report import format_report
+    from wamdiff2_core.decoding.config import DecodeConfig
+    from wamdiff2_core.decoding.runner import FastConfig
+
+    if args.batch < 1 or (args.samples is not None and args.samples < 1):
+        raise CliError("--batch and --samples must be >= 1")
+    try:
+        cfg = DecodeConfig(block_size=args.block_size, steps_per_block=args.steps,
+                           threshold=args.threshold, commit_rule=args.commit_rule,
+                           max_new_tokens=args.max_new_tokens)
+        fast = FastConfig(mode=args.mode, attention=args.attention,
+                          sync_every=args.sync_every)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    model, ar, trained, teacher = _load(args)
+    n = max(args.samples or 8, args.batch)
+    try:
+        samples = data_samples(args.data, n) if args.data else \
+            synthetic_samples(n, args.image_size)
+    except (OSError, ValueError, KeyError) as exc:
+        raise CliError(f"cannot read prompts from {args.data}: {exc}") from None
+    from wamdiff2_core.decoding.runner import runner_for
+    try:
+        resolved = runner_for(model, fast).mode
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    modes = args.latency_modes.split(",") if args.latency_modes else \
+        list(dict.fromkeys(["eager", resolved]))
+    report = run_benchmark(model, ar, samples, args.batch, cfg, fast, args.repeats, modes,
+                           tokens_per_forward=args.tokens_per_forward, trained=trained,
+                           ar_is_teacher=teacher)
+    if trained and not args.data:
+        report["notes"].append("no --data: planning L2 not measured (pass a generated data "
+                               "set so speed is shown with quality)")
+    print(json.dumps(report, indent=2) if args.json else format_report(report))
+    return 0

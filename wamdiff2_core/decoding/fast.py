@@ -1,0 +1,174 @@
+"""The fast block-diffusion decoder: static KV cache, fixed-shape steps, no host sync inside a
+step, CUDA graphs on a GPU (eager or ``torch.compile`` on a CPU). Token for token the same
+answers as ``reference.diffusion_decode`` (tests check it).
+
+Per block (B rows padded to a batch bucket, K positions):
+
+    host: x <- mask ids (eoa for finished rows); rotary, slots and key lengths of the block;
+          attention plan (FlashInfer only)
+    step (replayed): forward of x against the cache (its K/V written at the block's slots),
+          greedy choice and fp32 confidences, the commit rule with masks and ``where``,
+          x <- where(commit, tokens, x), step += 1, pending <- any(x == mask)
+    host: read ``pending`` every ``sync_every`` steps; stop when nothing is masked or the
+          step budget is spent
+    commit pass (replayed): the finished block's clean K/V overwrite its slots, unless this was
+          the last block or every row has ended
+
+The block's noisy K/V are written at its own slots during the steps (scratch that the commit
+pass overwrites), which is exactly the reference's "block against the cache, then crop".
+With temperature > 0 the forward is still captured; choosing tokens runs eagerly on the real
+rows with the reference's random stream, so sampled answers match too.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+
+from wamdiff2_core.decoding.config import DecodeConfig, DecodeStats
+from wamdiff2_core.decoding.graphs import STEP_MODES
+from wamdiff2_core.decoding.prompt import prepare_prompt
+from wamdiff2_core.decoding.reference import DecodeOutput, finish_rows
+from wamdiff2_core.decoding.remasking import commit_mask, transfer_schedule
+from wamdiff2_core.decoding.runner import FastConfig, FastRunner, runner_for, sync
+from wamdiff2_core.decoding.sampling import choose_tokens
+from wamdiff2_core.model.modeling import Wamdiff2Model
+
+
+class DiffusionState:
+    """Static cache, input/output buffers and the compiled or captured steps of one
+    (batch bucket, block size, commit rule, greedy?) shape."""
+
+    def __init__(self, runner: FastRunner, batch: int, block: int, rule: str, greedy: bool,
+                 max_len: int):
+        text, dev = runner.text, runner.device
+        f = runner.model.fields
+        self.mask_id, self.eoa, self.rule, self.block = f.mask_token_id, f.eoa_token_id, rule, block
+        self.cache = text.new_cache(batch, max_len)
+        self.attn = runner.new_attention(batch, block, max_len)
+        long = dict(dtype=torch.long, device=dev)
+        self.x = torch.full((batch, block), self.mask_id, **long)              # (Bb, K)
+        self.cos = torch.zeros(batch, block, text.head_dim, dtype=text.dtype, device=dev)
+        self.sin = torch.zeros_like(self.cos)                                  # (Bb, K, D)
+        self.slots = torch.arange(block, **long).repeat(batch, 1)              # (Bb, K)
+        self.kv_len = torch.full((batch,), block, **long)                      # (Bb,)
+        self.step = torch.zeros(1, **long)
+        self.sched = torch.ones(block, **long)       # commit quota per step (static rules)
+        self.n_steps = torch.full((1,), block, **long)
+        self.threshold = torch.full((), 0.9, dtype=torch.float32, device=dev)
+        self.pending = torch.ones((), dtype=torch.bool, device=dev)
+
+        def forward():
+            return text.forward(self.x, self.cos, self.sin, self.slots, self.kv_len,
+                                self.cache, self.attn)
+
+        def denoise():
+            self.select(forward(), 0.0, None, batch)
+
+        def commit():
+            text.forward(self.x, self.cos, self.sin, self.slots, self.kv_len, self.cache,
+                         self.attn, logits=False)
+
+        make = STEP_MODES[runner.mode]
+        self.attn.plan([block] * batch)      # a plan must exist before warm-up / capture
+        self.denoise = make(denoise if greedy else forward, pool=runner.pool)
+        self.commit = make(commit, pool=runner.pool)
+        self.greedy = greedy
+
+    def select(self, logits: torch.Tensor, temperature: float, gen, rows: int) -> None:
+        """Choose tokens for the first ``rows`` rows and commit them by the rule; sync-free."""
+        x = self.x[:rows]                                                      # view (R, K)
+        masked = x == self.mask_id
+        tokens, conf = choose_tokens(logits[:rows], self.mask_id, temperature, gen)
+        quota = self.sched.gather(0, self.step.clamp(max=self.block - 1))      # (1,)
+        last = self.step == self.n_steps - 1                                   # (1,)
+        commit = commit_mask(self.rule, conf, masked, quota, last, self.threshold)
+        x.copy_(torch.where(commit, tokens, x))
+        self.step.add_(1)
+        self.pending.copy_((self.x == self.mask_id).any())
+
+    def run_step(self, temperature: float, gen, rows: int) -> None:
+        out = self.denoise()
+        if not self.greedy:
+            self.select(out, temperature, gen, rows)
+
+
+@torch.no_grad()
+def fast_diffusion_decode(model: Wamdiff2Model, batch: dict,
+                          cfg: DecodeConfig = DecodeConfig(),
+                          fast: FastConfig = FastConfig()) -> DecodeOutput:
+    """Block-diffusion decode of an encoded prompt batch; same tokens as the reference."""
+    runner = runner_for(model, fast)
+    k = cfg.block_size or model.fields.block_size
+    schedule = transfer_schedule(k, cfg.steps_per_block or k)
+    eoa = model.fields.eoa_token_id
+    n_blocks = -(-cfg.max_new_tokens // k)
+    gen = torch.Generator(device=model.device).manual_seed(cfg.seed)
+    rows = batch["input_ids"].shape[0]
+    stats = DecodeStats(batch=rows)
+    bb = runner.bucket(rows)
+    greedy = cfg.temperature == 0
+    needed = batch["input_ids"].shape[1] + n_blocks * k
+    st: DiffusionState = runner.state(
+        ("diffusion", bb, k, cfg.commit_rule, greedy), needed,
+        lambda length: DiffusionState(runner, bb, k, cfg.commit_rule, greedy, length))
+
+    t0 = time.perf_counter()
+    prompt = prepare_prompt(model, batch, k)
+    dyn, _, lengths = runner.prefill(prompt)
+    st.cache.load_prefill(dyn, lengths)
+    base = runner.row_lengths(lengths, bb)                                     # (Bb,)
+    cos_all, sin_all = runner.rope_rows(prompt, bb, n_blocks * k)             # (Bb, N, D)
+    st.sched[:len(schedule)] = torch.tensor(schedule)
+    st.n_steps.fill_(len(schedule))
+    st.threshold.fill_(cfg.threshold)
+    finished = torch.arange(bb, device=runner.device) >= rows                 # padding: done
+    out = torch.full((bb, n_blocks * k), eoa, dtype=torch.long, device=runner.device)
+    arange_k = torch.arange(k, device=runner.device)
+    sync(runner.device)
+    stats.prefill_ms = (time.perf_counter() - t0) * 1e3
+
+    t0 = time.perf_counter()
+    for b in range(n_blocks):
+        off = b * k
+        st.x.copy_(torch.where(finished.unsqueeze(-1), eoa, st.mask_id).expand(-1, k))
+        st.cos.copy_(cos_all[:, off:off + k])
+        st.sin.copy_(sin_all[:, off:off + k])
+        st.slots.copy_(base.unsqueeze(-1) + off + arange_k)
+        st.kv_len.copy_(base + off + k)
+        st.step.zero_()
+        st.attn.plan([n + off + k for n in lengths] + [off + k] * (bb - rows))
+        done_steps = 0
+        while done_steps < len(schedule):
+            for _ in range(min(runner.sync_every, len(schedule) - done_steps)):
+                st.run_step(cfg.temperature, gen, rows)
+                done_steps += 1
+            if not bool(st.pending):                     # the done-check: every sync_every
+                break
+        stats.denoise_forwards += done_steps
+        out[:, off:off + k] = st.x
+        stats.blocks += 1
+        finished |= (st.x == eoa).any(-1)
+        if bool(finished.all()) or b == n_blocks - 1:
+            break
+        st.commit()
+        stats.forwards += 1
+    stats.forwards += stats.denoise_forwards
+    sync(runner.device)
+    stats.decode_ms = (time.perf_counter() - t0) * 1e3
+    return finish_rows(out[:rows, :stats.blocks * k][:, :cfg.max_new_tokens], eoa, stats)
+
+
+def fast_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = DecodeConfig(),
+                fast: FastConfig = FastConfig()) -> DecodeOutput:
+    """Decode with the paradigm the checkpoint was trained for, on the fast path."""
+    from wamdiff2_core.decoding.fast_ar import fast_ar_decode
+
+    fn = fast_ar_decode if model.fields.paradigm == "ar" else fast_diffusion_decode
+    return fn(model, batch, cfg, fast)
+
+
+def decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = DecodeConfig()
+           ) -> DecodeOutput:
+    """The planner's "fast" backend: ``fast_decode`` with the default FastConfig."""
+    return fast_decode(model, batch, cfg)

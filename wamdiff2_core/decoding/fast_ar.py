@@ -1,0 +1,117 @@
+"""The optimised AR baseline: token-by-token decoding of a next-token model with the same
+static KV cache, fixed-shape step and graphs/compile as the fast diffusion decoder, so every
+diffusion speed-up is measured against an optimised AR decoder. Same tokens as
+``reference.ar_decode``.
+
+The step reads a device counter ``c`` (the answer offset of the token being fed): it takes
+the rotary row ``c``, writes K/V at slot ``n_i + c``, attends to ``n_i + c + 1`` keys, picks
+the next token, writes it to ``out[:, c + 1]`` and advances ``c``. Rows that ended keep
+emitting end-of-answer. The host checks the done flags every ``sync_every`` tokens.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+
+from wamdiff2_core.decoding.config import DecodeConfig, DecodeStats
+from wamdiff2_core.decoding.graphs import STEP_MODES
+from wamdiff2_core.decoding.prompt import prepare_prompt
+from wamdiff2_core.decoding.reference import DecodeOutput, finish_rows
+from wamdiff2_core.decoding.runner import FastConfig, FastRunner, runner_for, sync
+from wamdiff2_core.decoding.sampling import choose_tokens
+from wamdiff2_core.model.modeling import Wamdiff2Model
+
+
+class ARState:
+    """Static cache, buffers and the compiled or captured step of one (batch bucket, greedy?)
+    shape. ``max_len`` bounds prompt + answer per row."""
+
+    def __init__(self, runner: FastRunner, batch: int, greedy: bool, max_len: int):
+        text, dev = runner.text, runner.device
+        f = runner.model.fields
+        self.mask_id, self.eoa, self.greedy = f.mask_token_id, f.eoa_token_id, greedy
+        self.cache = text.new_cache(batch, max_len)
+        self.attn = runner.new_attention(batch, 1, max_len)
+        long = dict(dtype=torch.long, device=dev)
+        self.tok = torch.full((batch, 1), self.eoa, **long)                    # (Bb, 1)
+        self.c = torch.zeros(1, **long)                                        # answer offset
+        self.base = torch.zeros(batch, **long)                                 # prompt lengths
+        self.cos = torch.zeros(batch, max_len, text.head_dim, dtype=text.dtype, device=dev)
+        self.sin = torch.zeros_like(self.cos)                                  # (Bb, L, D)
+        self.out = torch.full((batch, max_len), self.eoa, **long)              # (Bb, L)
+        self.done = torch.ones(batch, dtype=torch.bool, device=dev)            # (Bb,)
+
+        def forward():
+            cos = self.cos.index_select(1, self.c)                             # (Bb, 1, D)
+            sin = self.sin.index_select(1, self.c)
+            slots = (self.base + self.c).unsqueeze(-1)                         # (Bb, 1)
+            return text.forward(self.tok, cos, sin, slots, self.base + self.c + 1,
+                                self.cache, self.attn)                          # (Bb, 1, V)
+
+        def step():
+            self.select(forward(), 0.0, None, batch)
+
+        self.attn.plan([1] * batch)          # a plan must exist before warm-up / capture
+        self.step = STEP_MODES[runner.mode](step if greedy else forward, pool=runner.pool)
+
+    def select(self, logits: torch.Tensor, temperature: float, gen, rows: int) -> None:
+        """Next token of the first ``rows`` rows (end-of-answer once a row has ended)."""
+        nxt, _ = choose_tokens(logits[:rows], self.mask_id, temperature, gen)  # (R, 1)
+        done = self.done[:rows]
+        nxt = torch.where(done.unsqueeze(-1), self.eoa, nxt)
+        done.logical_or_(nxt[:, 0] == self.eoa)
+        self.out[:rows].index_copy_(1, self.c + 1, nxt)
+        self.tok[:rows].copy_(nxt)
+        self.c.add_(1)
+
+    def run_step(self, temperature: float, gen, rows: int) -> None:
+        out = self.step()
+        if not self.greedy:
+            self.select(out, temperature, gen, rows)
+
+
+@torch.no_grad()
+def fast_ar_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = DecodeConfig(),
+                   fast: FastConfig = FastConfig()) -> DecodeOutput:
+    """Token-by-token decode of a next-token model; same tokens as the reference."""
+    runner = runner_for(model, fast)
+    mask_id, eoa = model.fields.mask_token_id, model.fields.eoa_token_id
+    gen = torch.Generator(device=model.device).manual_seed(cfg.seed)
+    rows = batch["input_ids"].shape[0]
+    stats = DecodeStats(batch=rows)
+    bb = runner.bucket(rows)
+    greedy = cfg.temperature == 0
+    n = cfg.max_new_tokens
+    st: ARState = runner.state(("ar", bb, greedy), batch["input_ids"].shape[1] + n,
+                               lambda length: ARState(runner, bb, greedy, length))
+
+    t0 = time.perf_counter()
+    prompt = prepare_prompt(model, batch, 1)
+    dyn, last_logits, lengths = runner.prefill(prompt)
+    tok, _ = choose_tokens(last_logits, mask_id, cfg.temperature, gen)         # (B, 1)
+    st.cache.load_prefill(dyn, lengths)
+    st.base.copy_(runner.row_lengths(lengths, bb))
+    cos, sin = runner.rope_rows(prompt, bb, n)                                 # (Bb, N, D)
+    st.cos[:, :n] = cos
+    st.sin[:, :n] = sin
+    st.tok.fill_(eoa)
+    st.tok[:rows] = tok
+    st.out.fill_(eoa)
+    st.out[:rows, :1] = tok
+    st.done.copy_(st.tok[:, 0] == eoa)       # padding rows hold eoa: done from the start
+    st.c.zero_()
+    sync(runner.device)
+    stats.prefill_ms = (time.perf_counter() - t0) * 1e3
+
+    t0 = time.perf_counter()
+    for j in range(1, n):
+        if (j - 1) % runner.sync_every == 0 and bool(st.done.all()):   # the done-check
+            break
+        st.attn.plan([m + j for m in lengths] + [j] * (bb - rows))
+        st.run_step(cfg.temperature, gen, rows)
+        stats.forwards += 1
+    stats.blocks = stats.forwards + 1
+    sync(runner.device)
+    stats.decode_ms = (time.perf_counter() - t0) * 1e3
+    return finish_rows(st.out[:rows, :stats.blocks], eoa, stats)

@@ -1,0 +1,81 @@
+"""How a fixed-shape step function runs: eagerly, compiled, or replayed as a CUDA graph.
+
+A *step* is a zero-argument callable that reads and writes preallocated buffers only (inputs,
+the static KV cache, outputs), so it can be compiled once or captured once per shape bucket
+and replayed. Modes (registry ``STEP_MODES``):
+
+- ``eager``: call it (the ``enforce_eager`` switch; any device).
+- ``compile``: ``torch.compile`` with static shapes (CPU or GPU; one compilation per bucket,
+  done by warm-up calls when the state is built).
+- ``graphs``: warm up on a side stream, then capture into a ``torch.cuda.CUDAGraph`` sharing
+  one memory pool with the other graphs of the decoder; ``__call__`` replays it (CUDA only).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+Step = Callable[[], object]
+
+
+def eager(fn: Step, **_) -> Step:
+    return fn
+
+
+def compiled(fn: Step, warmup: int = 2, **_) -> Step:
+    """``fn`` compiled with static shapes; compiled now (warm-up calls), not on first use."""
+    step = torch.compile(fn, dynamic=False)
+    for _ in range(warmup):
+        step()
+    return step
+
+
+class CudaGraphStep:
+    """``fn`` captured once as a CUDA graph; calling replays it and returns the captured
+    output tensors (which the replay overwrites in place)."""
+
+    def __init__(self, fn: Step, pool=None, warmup: int = 2):
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(warmup):          # lazy init, autotuning, allocator warm-up
+                fn()
+        torch.cuda.current_stream().wait_stream(stream)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph, pool=pool):
+            self.output = fn()
+
+    def __call__(self):
+        self.graph.replay()
+        return self.output
+
+
+def graphs(fn: Step, pool=None, **kw) -> Step:
+    return CudaGraphStep(fn, pool=pool, **kw)
+
+
+STEP_MODES: dict[str, Callable[..., Step]] = {"eager": eager, "compile": compiled,
+                                              "graphs": graphs}
+
+
+def resolve_mode(mode: str, device: torch.device | str, enforce_eager: bool = False) -> str:
+    """The execution mode a request gets on ``device``: "auto" is CUDA graphs on a GPU and
+    eager on a CPU (``torch.compile`` is opt-in there: its compile time outweighs small
+    gains); ``enforce_eager`` always wins."""
+    if enforce_eager:
+        return "eager"
+    cuda = torch.device(device).type == "cuda"
+    if mode == "auto":
+        return "graphs" if cuda else "eager"
+    if mode not in STEP_MODES:
+        raise ValueError(f"unknown execution mode {mode!r}; known: auto, "
+                         f"{', '.join(STEP_MODES)}")
+    if mode == "graphs" and not cuda:
+        raise ValueError("CUDA graphs need a CUDA device; use mode 'eager' or 'compile'")
+    return mode
+
+
+def new_pool(mode: str):
+    """A memory pool shared by all graphs of one decoder (None outside graph mode)."""
+    return torch.cuda.graph_pool_handle() if mode == "graphs" else None

@@ -1,0 +1,149 @@
+"""The device side of fast decoding for one model (nano-vllm style: one owner, in order:
+resolve mode and attention backend -> prefill -> allocate the static cache -> warm up and
+capture the step graphs -> replay).
+
+``FastRunner`` holds what every fast decoder of a model shares: the compact text forward,
+the execution mode, the attention backend choice, the graph memory pool, and the per-bucket
+states (static cache + buffers + compiled/captured steps), built once per
+(kind, batch bucket, block size, ...) and reused across calls. ``runner_for(model, cfg)``
+returns the runner of a model, creating it on first use.
+"""
+from __future__ import annotations
+
+import time
+import weakref
+from dataclasses import dataclass
+
+import torch
+
+from wamdiff2_core.decoding.attention import ATTENTION_BACKENDS, resolve_attention
+from wamdiff2_core.decoding.graphs import new_pool, resolve_mode
+from wamdiff2_core.decoding.prompt import Prompt
+from wamdiff2_core.decoding.static_cache import round_up
+from wamdiff2_core.decoding.static_model import StaticTextModel
+from wamdiff2_core.model.modeling import Wamdiff2Model, new_cache
+
+
+@dataclass(frozen=True)
+class FastConfig:
+    """How the fast decoders run (the tokens never depend on it).
+
+    mode: "auto" (CUDA graphs on a GPU, eager on a CPU) | "eager" | "compile" | "graphs".
+    attention: "auto" (FlashInfer where installed on a GPU with a bf16/fp16 model, else SDPA)
+        | "sdpa" | "flashinfer".
+    enforce_eager: debugging switch, overrides ``mode``.
+    sync_every: denoising steps (AR: tokens) between two host checks of the done flags;
+        None: 1 on a CPU (a check costs nothing there), 2 on a GPU.
+    batch_buckets: batch sizes that states are built for (a batch is padded up to the next
+        one; beyond the last, to the next multiple of it).
+    min_len / len_multiple: the static cache holds at least ``min_len`` slots per row and is
+        rounded up to a multiple of ``len_multiple``; a longer request rebuilds the state.
+    """
+    mode: str = "auto"
+    attention: str = "auto"
+    enforce_eager: bool = False
+    sync_every: int | None = None
+    batch_buckets: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+    min_len: int = 0
+    len_multiple: int = 128
+
+    def __post_init__(self):
+        if self.sync_every is not None and self.sync_every < 1:
+            raise ValueError(f"sync_every must be >= 1, got {self.sync_every}")
+        if not self.batch_buckets or sorted(self.batch_buckets) != list(self.batch_buckets):
+            raise ValueError("batch_buckets must be a non-empty increasing tuple")
+        if self.len_multiple < 1:
+            raise ValueError(f"len_multiple must be >= 1, got {self.len_multiple}")
+
+
+def sync(device: torch.device) -> None:
+    """Wait for queued device work (timings only; never inside a step)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class FastRunner:
+    """Owns the fast decoding state of one model on its device."""
+
+    def __init__(self, model: Wamdiff2Model, cfg: FastConfig = FastConfig()):
+        self.model, self.cfg = model, cfg
+        self.text = StaticTextModel(model)
+        self.device = self.text.device
+        self.mode = resolve_mode(cfg.mode, self.device, cfg.enforce_eager)
+        self.attention = resolve_attention(cfg.attention, self.device, self.text.dtype,
+                                           self.text.head_dim)
+        self.sync_every = cfg.sync_every or (2 if self.device.type == "cuda" else 1)
+        self.pool = new_pool(self.mode)
+        self.states: dict[tuple, object] = {}
+        self.build_s = 0.0                 # time spent building states (compile / capture)
+
+    # ------------------------------------------------------------------ shapes
+    def bucket(self, batch: int) -> int:
+        """The batch size a state is built for: ``batch`` itself in eager mode, else the
+        smallest bucket that holds it."""
+        if self.mode == "eager":
+            return batch
+        for b in self.cfg.batch_buckets:
+            if b >= batch:
+                return b
+        return round_up(batch, self.cfg.batch_buckets[-1])
+
+    def cache_len(self, needed: int) -> int:
+        return round_up(max(needed, self.cfg.min_len), self.cfg.len_multiple)
+
+    def state(self, key: tuple, needed_len: int, build):
+        """The state for ``key`` with a cache of at least ``needed_len`` slots; ``build(L)``
+        creates one (and is timed into ``build_s``)."""
+        st = self.states.get(key)
+        if st is None or st.cache.max_len < needed_len:
+            t0 = time.perf_counter()
+            self.states.pop(key, None)
+            st = build(self.cache_len(needed_len))
+            sync(self.device)
+            self.build_s += time.perf_counter() - t0
+            self.states[key] = st
+        return st
+
+    def new_attention(self, batch: int, qo_len: int, max_len: int):
+        t = self.text
+        return ATTENTION_BACKENDS[self.attention](
+            num_q_heads=t.num_q_heads, num_kv_heads=t.num_kv_heads, head_dim=t.head_dim,
+            scale=t.scale, batch=batch, qo_len=qo_len, max_len=max_len, dtype=t.dtype,
+            device=self.device, use_cuda_graph=self.mode == "graphs")
+
+    # ------------------------------------------------------------------ prefill
+    def prefill(self, prompt: Prompt):
+        """Run the prompt once through the HF model (vision, deepstack, text) exactly as the
+        reference decoder does. Returns the dynamic cache, the logits at the last prompt
+        position (B, 1, V) and the real prompt length of each row (host list)."""
+        cache = new_cache(self.model)
+        out = self.model.forward_logits(prompt.input_ids, prompt.prefill_mask(),
+                                        prompt.positions, cache, use_cache=True,
+                                        **prompt.vision)
+        lengths = prompt.valid.sum(-1).tolist()
+        return cache, out[:, -1:], lengths
+
+    def rope_rows(self, prompt: Prompt, rows: int, length: int):
+        """cos, sin (rows, length, D) of answer offsets 0..length-1; padding rows (beyond the
+        prompt batch) get position 0."""
+        pos = prompt.answer_positions(0, length)                              # (3, B, N)
+        if rows > prompt.batch:
+            pad = pos.new_zeros(3, rows - prompt.batch, length)
+            pos = torch.cat([pos, pad], 1)
+        return self.text.rope(pos)
+
+    def row_lengths(self, lengths: list[int], rows: int) -> torch.Tensor:
+        """(rows,) long prompt lengths on the device; padding rows have length 0."""
+        return torch.tensor(lengths + [0] * (rows - len(lengths)), dtype=torch.long,
+                            device=self.device)
+
+
+_RUNNERS: "weakref.WeakKeyDictionary[Wamdiff2Model, dict]" = weakref.WeakKeyDictionary()
+
+
+def runner_for(model: Wamdiff2Model, cfg: FastConfig = FastConfig()) -> FastRunner:
+    """The runner of ``model`` for ``cfg`` (created on first use, then reused)."""
+    per_model = _RUNNERS.setdefault(model, {})
+    if cfg not in per_model:
+        per_model[cfg] = FastRunner(model, cfg)
+    return per_model[cfg]
