@@ -123,28 +123,17 @@ def _register_replay(group) -> None:
 
 @_user_errors
 def _replay(args) -> int:
-    from wamdiff2_ros.bag_replay import ReplayConfig, parse_remaps, replay
+    from wamdiff2_ros.bag_replay import ReplayConfig, parse_remaps, progress_printer, replay
 
     config = _checked(ReplayConfig, bag=Path(args.bag), rate=args.rate,
                       topics=tuple(args.topics) if args.topics else None,
                       remaps=_checked(parse_remaps, args.remap), loop=args.loop,
                       delay_s=args.delay)
-    tty = sys.stderr.isatty()
-    last = [0.0]
-
-    def show(state) -> None:
-        if args.quiet:
-            return
-        if tty:
-            print("\r" + state.line(config.rate), end="", file=sys.stderr, flush=True)
-        elif state.bag_elapsed_s - last[0] >= 5.0 or state.bag_elapsed_s == 0.0:
-            last[0] = state.bag_elapsed_s
-            print(state.line(config.rate), file=sys.stderr, flush=True)
-
+    show = None if args.quiet else progress_printer(config.rate)
     result = replay(config, wait_for=tuple(args.wait_for), wait_timeout_s=args.wait_timeout,
                     progress=show)
-    if not args.quiet:
-        if tty:
+    if show is not None:
+        if show.tty:
             print(file=sys.stderr)
         how = "stopped (Ctrl-C)" if result.interrupted else "done"
         print(f"[replay] {how}: {result.messages} messages published", file=sys.stderr)

@@ -57,6 +57,28 @@ class ReplayProgress:
                 f"({pct:5.1f}%)  {self.messages} msgs  x{rate:g}{loop}")
 
 
+def progress_printer(rate: float, stream=None, every_s: float = 5.0
+                     ) -> Callable[[ReplayProgress], None]:
+    """A progress callback: one line rewritten in place on a terminal, else a line every
+    `every_s` seconds of bag time (and at the end)."""
+    import sys
+
+    stream = stream or sys.stderr
+    tty = stream.isatty()
+    last = [-every_s]
+
+    def show(state: ReplayProgress) -> None:
+        if tty:
+            print("\r" + state.line(rate), end="", file=stream, flush=True)
+        elif state.bag_elapsed_s - last[0] >= every_s or \
+                state.bag_elapsed_s >= state.bag_duration_s:
+            if state.bag_elapsed_s != last[0]:
+                print(state.line(rate), file=stream, flush=True)
+            last[0] = state.bag_elapsed_s
+    show.tty = tty
+    return show
+
+
 def publisher_qos(info: TopicInfo) -> QoSProfile:
     """Reliable, keep last (the recorded depth, at least DEFAULT_DEPTH), and transient-local
     where the recording offered it."""
@@ -149,11 +171,24 @@ class BagPlayer:
                 if not self.config.loop or stop.is_set():
                     break
                 state.loops += 1
+            self.flush()
         except KeyboardInterrupt:
             state.interrupted = True
         if progress:
             progress(state)
         return state
+
+    def flush(self, timeout_s: float = 5.0) -> bool:
+        """Wait (at most `timeout_s` in all) until the subscribers have acknowledged what was
+        published: a process that exits right after its last publish loses it otherwise."""
+        from rclpy.duration import Duration
+
+        deadline = time.monotonic() + timeout_s
+        done = True
+        for pub in self.publishers.values():
+            left = max(0.0, deadline - time.monotonic())
+            done &= pub.wait_for_all_acked(Duration(nanoseconds=int(left * 1e9)))
+        return done
 
     def close(self) -> None:
         for pub in self.publishers.values():
@@ -198,7 +233,7 @@ def replay(config: ReplayConfig, domain_id: int | None = None, wait_for: tuple[s
 
     with BagReader(config.bag) as bag:
         context = Context()
-        rclpy.init(context=context, domain_id=domain_id)
+        rclpy.init(args=[], context=context, domain_id=domain_id)
         node = None
         try:
             node = rclpy.create_node(f"wamdiff2_bag_replay_{os.getpid()}", context=context)

@@ -24,7 +24,7 @@ from wamdiff2_ros.bag_io import (BagError, BagReader, BagWriter, header_stamp_ns
 from wamdiff2_ros.bag_layout import NODE_NAME, SIM_TOPICS, OutputTopics, node_input_remaps
 from wamdiff2_ros.bag_overlay import CameraModel, draw_overlay, write_png
 from wamdiff2_ros.bag_predict import FALLBACK_PRESET
-from wamdiff2_ros.bag_replay import ReplayConfig, ReplayProgress, make_player
+from wamdiff2_ros.bag_replay import ReplayConfig, make_player, progress_printer
 from wamdiff2_ros.demo_graph import (DemoError, NodeProcess, OutputRecorder,
                                      diagnostics_values, node_state)
 
@@ -108,17 +108,17 @@ def run_demo(cfg: DemoConfig) -> dict:
     for path in (out_bag, report_path, frames_dir):
         if path.exists():
             raise BagError(f"output {path} already exists; remove it or choose another --out")
-    cfg.out.mkdir(parents=True, exist_ok=True)
     domain = cfg.domain_id if cfg.domain_id is not None else default_domain_id()
     with BagReader(cfg.bag) as bag:
         topics = FrameTopics.resolve(bag)
         bag.check_stamps(list(bag.topics))
-        frames = list(read_frames(bag, topics, check_stamps=False))
-        camera_doc, camera_info = camera_document(bag, topics)
         replayed = [topics.camera, topics.odometry, topics.command]
         if None in replayed:
             raise BagError(f"{cfg.bag} lacks odometry or a command topic "
                            f"({SIM_TOPICS.odometry}, {SIM_TOPICS.command})")
+        frames = list(read_frames(bag, topics, check_stamps=False))
+        camera_doc, camera_info = camera_document(bag, topics)
+        cfg.out.mkdir(parents=True, exist_ok=True)
         outcomes = {f.stamp_ns: FrameOutcome(f) for f in frames}
         overrides = node_overrides(cfg)
         _say(cfg, f"[demo] starting planner_node on ROS_DOMAIN_ID={domain} "
@@ -153,7 +153,7 @@ def _run_live(cfg: DemoConfig, bag: BagReader, topics: FrameTopics, replayed: li
     from visualization_msgs.msg import MarkerArray
 
     context = Context()
-    rclpy.init(context=context, domain_id=domain)
+    rclpy.init(args=[], context=context, domain_id=domain)
     client = rclpy.create_node(f"wamdiff2_demo_{os.getpid()}", context=context)
     recorder = OutputRecorder(client, SingleThreadedExecutor(context=context))
     out_topics = OutputTopics(NODE_NAME)
@@ -205,7 +205,10 @@ def _run_live(cfg: DemoConfig, bag: BagReader, topics: FrameTopics, replayed: li
                             f"{', '.join(player.published_name(t) for t in missing)}")
         _say(cfg, f"[demo] replaying {len(outcomes)} frames of {bag.path.name} at "
                   f"x{cfg.rate:g} into /{NODE_NAME}/input/...")
-        progress = player.play(_progress_printer(cfg))
+        show = progress_printer(cfg.rate) if cfg.verbose else None
+        progress = player.play(show)
+        if show is not None and show.tty:
+            print(file=sys.stderr)
         if progress.interrupted:
             raise KeyboardInterrupt
         _drain(cfg, recorder, outcomes, on_output)
@@ -220,17 +223,8 @@ def _run_live(cfg: DemoConfig, bag: BagReader, topics: FrameTopics, replayed: li
         rclpy.try_shutdown(context=context)
 
 
-def _progress_printer(cfg: DemoConfig):
-    def show(state: ReplayProgress) -> None:
-        if cfg.verbose:
-            print("\r" + state.line(cfg.rate), end="", file=sys.stderr, flush=True)
-    return show
-
-
 def _drain(cfg: DemoConfig, recorder: OutputRecorder, outcomes: dict, on_output) -> None:
     """Process outputs until every sent frame is answered, or no output came for a while."""
-    if cfg.verbose:
-        print(file=sys.stderr)
     seen = 0
 
     def answered() -> bool:
@@ -282,6 +276,7 @@ def _finish(cfg: DemoConfig, frames: list[BagFrame], outcomes: dict, live: dict,
                 l2 = scorer.add(frame, {"planning": (text, 0.0)})
             latency = outcome.latency_ms
             rows.append({"index": frame.index, "stamp": round(frame.stamp_s, 3),
+                         "t": round((frame.stamp_ns - frames[0].stamp_ns) * 1e-9, 3),
                          "command": frame.command, "status": outcome.status,
                          "latency_ms": None if latency is None else round(latency, 1),
                          "l2_mean": None if l2 is None else round(l2, 3)})
@@ -317,12 +312,12 @@ def _finish(cfg: DemoConfig, frames: list[BagFrame], outcomes: dict, live: dict,
 
 def format_table(report: dict) -> str:
     """The per-frame lines and the summary the demo prints."""
-    lines = [f"{'frame':>5}  {'stamp (s)':>14}  {'command':<8}  {'status':<8}  "
+    lines = [f"{'frame':>5}  {'t (s)':>6}  {'command':<8}  {'status':<8}  "
              f"{'latency ms':>10}  {'L2 m':>6}"]
     for r in report["per_frame"]:
         lat = "-" if r["latency_ms"] is None else f"{r['latency_ms']:.1f}"
         l2 = "-" if r["l2_mean"] is None else f"{r['l2_mean']:.2f}"
-        lines.append(f"{r['index']:>5}  {r['stamp']:>14.3f}  {r['command']:<8}  "
+        lines.append(f"{r['index']:>5}  {r['t']:>6.2f}  {r['command']:<8}  "
                      f"{r['status']:<8}  {lat:>10}  {l2:>6}")
     lat = report["latency_ms"]
     counts = ", ".join(f"{n} {k}" for k, n in report["counts"].items() if n)
