@@ -58,13 +58,15 @@ class NodeStats:
             self._problems.append(_Problem(level, f"{kind}: {message}", time.monotonic()))
 
     def planned(self, stamp: float, latency_ms: float, planner_ms: float,
-                tokens_per_forward: float) -> None:
-        """Record one frame the planner finished (whatever its answer)."""
+                tokens_per_forward: float | None) -> None:
+        """Record one frame the planner finished (whatever its answer; tokens per forward
+        are None when a malformed answer came without decoding statistics)."""
         with self._lock:
             self.last_frame_stamp = stamp
             self.latencies_ms.append(latency_ms)
             self.planner_ms.append(planner_ms)
-            self.tokens_per_forward.append(tokens_per_forward)
+            if tokens_per_forward is not None:
+                self.tokens_per_forward.append(tokens_per_forward)
 
     def level_and_message(self) -> tuple[bytes, str]:
         """Worst problem in the window and the newest problem's message, or OK and state."""

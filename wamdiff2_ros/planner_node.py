@@ -7,6 +7,8 @@ the `autostart` parameter (default true) the node configures and activates itsel
 """
 from __future__ import annotations
 
+import functools
+import signal
 import sys
 import threading
 import time
@@ -20,11 +22,11 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import String
 from visualization_msgs.msg import MarkerArray
 
-from wamdiff2_core.planner import Planner
 from wamdiff2_core.tasks import COMMANDS
 from wamdiff2_ros import outputs, params, qos
 from wamdiff2_ros.bad_input import BadInput
@@ -55,6 +57,24 @@ def camera_topics(config: params.NodeConfig) -> list[tuple[type, str]]:
     return [(msg_type, f"~/input/{name}/{suffix}") for name in config.cameras]
 
 
+def guarded(callback):
+    """A receiving callback that reports an unexpected exception instead of raising it.
+
+    The conversions raise BadInput for everything foreseen; this catches the rest (a bug, a
+    message no one imagined), so no single message can stop the node.
+    """
+    @functools.wraps(callback)
+    def wrapper(self, *args):
+        try:
+            return callback(self, *args)
+        except Exception as exc:  # noqa: BLE001
+            self.stats.problem(ERROR, "callback_errors", f"{callback.__name__}: "
+                               f"{type(exc).__name__}: {exc}")
+            self.get_logger().error(f"{callback.__name__} failed: {exc!r}")
+            self.report()
+    return wrapper
+
+
 def _stamp_s(stamp) -> float:
     return stamp.sec + stamp.nanosec * 1e-9
 
@@ -67,8 +87,8 @@ class PlannerNode(LifecycleNode):
         self._values = params.declare(self)             # raises on out-of-range overrides
         self.config = params.node_config(self._values)  # raises ValueError with the reason
         self._lock = threading.Lock()
-        self._planner: Planner | None = None
-        self._staged: tuple[dict, params.NodeConfig, Planner | None] | None = None
+        self._planner = None                 # wamdiff2_core.planner.Planner once configured
+        self._staged: tuple[dict, params.NodeConfig, Any] | None = None
         self._command = self.config.default_command
         self._other_images: dict[int, tuple[Any, float]] = {}
         self._subscriptions_io: list = []
@@ -133,6 +153,10 @@ class PlannerNode(LifecycleNode):
         self.get_logger().info(f"loading {cfg.checkpoint or 'the bundled model'} on "
                                f"{cfg.device} ({cfg.decode})")
         try:
+            # torch loads here, not at import: bad parameters and Ctrl-C during start-up are
+            # handled by main() before the slow import.
+            from wamdiff2_core.planner import Planner
+
             planner = Planner.from_pretrained(cfg.checkpoint, decode=cfg.decode,
                                               device=cfg.device, dtype=cfg.dtype,
                                               backend=cfg.backend)
@@ -223,6 +247,7 @@ class PlannerNode(LifecycleNode):
             self._subscriptions_io.append(self.create_subscription(
                 msg_type, topic, callback, profile, callback_group=self._inputs))
 
+    @guarded
     def _image_callback(self, camera: int, msg) -> None:
         self.stats.count("frames_received")
         try:
@@ -251,12 +276,14 @@ class PlannerNode(LifecycleNode):
         if replaced is not None:
             self.stats.count("dropped_frames")
 
+    @guarded
     def _odometry_callback(self, msg: Odometry) -> None:
         try:
             self._odometry.update(sample_from_msg(msg))
         except BadInput as exc:
             self._bad_input(exc)
 
+    @guarded
     def _command_callback(self, msg: String) -> None:
         command = msg.data.strip().lower()
         if command in COMMANDS:
@@ -267,6 +294,7 @@ class PlannerNode(LifecycleNode):
                                  f"one of {', '.join(COMMANDS)}); using "
                                  f"{self._command!r}"))
 
+    @guarded
     def _question_callback(self, msg: String) -> None:
         if "qa" not in self.config.tasks:
             self._bad_input(BadInput("question_ignored", "the qa task is disabled (parameter "
@@ -322,33 +350,59 @@ class PlannerNode(LifecycleNode):
             f"{p.name}={p.value!r}" for p in changes))
 
 
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 def main(args: list[str] | None = None) -> int:
-    """Run the node until SIGINT or shutdown; 0 on a clean exit, 2 on invalid parameters."""
+    """Run the node until SIGINT/SIGTERM or shutdown; 0 on a clean exit, 2 on bad parameters.
+
+    rclpy's own signal handler is off: it shuts the context down under a node that is still
+    being built or configured (a traceback from the next rcl call). Here a signal raises
+    KeyboardInterrupt in the main thread wherever it is (building, loading the model,
+    spinning), and the `finally` below stops the worker and tears everything down in order.
+    """
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
-        rclpy.init(args=args)
+        return _run(args)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _run(args: list[str] | None) -> int:
+    try:
+        rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     except RuntimeError as exc:   # rclpy's RCLError: malformed --ros-args
         print(f"planner_node: {exc}", file=sys.stderr)
         return 2
+    node = executor = None
     try:
-        node = PlannerNode()
-    except (InvalidParameterValueException, InvalidParameterTypeException,
-            ValueError) as exc:
-        print(f"planner_node: invalid parameter: {exc}", file=sys.stderr)
-        rclpy.try_shutdown()
-        return 2
-    executor = MultiThreadedExecutor(num_threads=3)
-    executor.add_node(node)
-    try:
+        try:
+            node = PlannerNode()
+        except (InvalidParameterValueException, InvalidParameterTypeException,
+                ValueError) as exc:
+            print(f"planner_node: invalid parameter: {exc}", file=sys.stderr)
+            return 2
+        executor = MultiThreadedExecutor(num_threads=3)
+        executor.add_node(node)
         if node.config.autostart and not node.start():
             node.get_logger().error("autostart failed; waiting in state "
                                     f"{node._state_label()} for lifecycle transitions")
-        executor.spin()
+        while rclpy.ok():
+            executor.spin_once(timeout_sec=0.2)   # returns often enough to take a signal
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
-        node.close()
-        executor.shutdown()
-        node.destroy_node()
+        signal.signal(signal.SIGINT, signal.SIG_IGN)   # a second Ctrl-C must not cut teardown
+        if node is not None:
+            node.close()
+        if executor is not None:
+            executor.shutdown()
+        if node is not None:
+            node.destroy_node()
         rclpy.try_shutdown()
     return 0
 

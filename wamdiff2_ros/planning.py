@@ -15,7 +15,6 @@ from typing import Any, Callable
 from std_msgs.msg import ColorRGBA, String
 from visualization_msgs.msg import Marker
 
-from wamdiff2_core.planner import Observation
 from wamdiff2_core.tasks import AnswerParseError
 from wamdiff2_ros import outputs
 from wamdiff2_ros.bad_input import BadInput
@@ -81,6 +80,8 @@ class PlanningHandler:
 
     def _plan(self, frame: Frame, config: NodeConfig, planner, markers: list) -> tuple[bool,
                                                                                        str]:
+        from wamdiff2_core.planner import Observation   # loaded with the model (configure)
+
         motion = self._odometry.motion()
         command = self._command()
         obs = Observation(images=list(frame.images), command=command,
@@ -120,7 +121,7 @@ class PlanningHandler:
     def _finished(self, frame: Frame, start: float, result) -> None:
         now = time.monotonic()
         planner_ms = result.stats.total_ms if result is not None else (now - start) * 1e3
-        tpf = result.stats.tokens_per_forward if result is not None else 0.0
+        tpf = result.stats.tokens_per_forward if result is not None else None
         self._stats.count("frames_planned")
         self._stats.planned(frame.stamp, (now - frame.received) * 1e3, planner_ms, tpf)
 

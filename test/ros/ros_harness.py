@@ -43,8 +43,8 @@ FAST_TINY = {"checkpoint": "tiny", "decode.max_new_tokens": 32, "decode.steps_pe
 def domain_id(key: str) -> int:
     """A ROS_DOMAIN_ID in 1..101 derived from `key` and this process id.
 
-    Different tests get different domains, and so do two test runs on one machine (their
-    pids differ), so no test ever sees another's nodes.
+    Different tests (and two test runs on one machine: their pids differ) almost always get
+    different domains, so tests do not see each other's nodes.
     """
     return 1 + zlib.crc32(f"{key}:{os.getpid()}".encode()) % 101
 
