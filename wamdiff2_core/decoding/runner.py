@@ -36,6 +36,8 @@ class FastConfig:
         None: 1 on a CPU (a check costs nothing there), 2 on a GPU.
     batch_buckets: batch sizes that states are built for (a batch is padded up to the next
         one; beyond the last, to the next multiple of it).
+    pad_batch: pad batches up to their bucket; None: in "compile" and "graphs" modes only
+        (eager has no shapes to reuse).
     min_len / len_multiple: the static cache holds at least ``min_len`` slots per row and is
         rounded up to a multiple of ``len_multiple``; a longer request rebuilds the state.
     """
@@ -44,6 +46,7 @@ class FastConfig:
     enforce_eager: bool = False
     sync_every: int | None = None
     batch_buckets: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+    pad_batch: bool | None = None
     min_len: int = 0
     len_multiple: int = 128
 
@@ -79,9 +82,10 @@ class FastRunner:
 
     # ------------------------------------------------------------------ shapes
     def bucket(self, batch: int) -> int:
-        """The batch size a state is built for: ``batch`` itself in eager mode, else the
-        smallest bucket that holds it."""
-        if self.mode == "eager":
+        """The batch size a state is built for: the smallest bucket that holds ``batch``
+        (``batch`` itself when not padding)."""
+        pad = self.cfg.pad_batch if self.cfg.pad_batch is not None else self.mode != "eager"
+        if not pad:
             return batch
         for b in self.cfg.batch_buckets:
             if b >= batch:

@@ -1,0 +1,94 @@
+"""`wamdiff2 bench decode`: the report's numbers and their meaning, data-set prompts with L2,
+user errors as one sentence."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from wamdiff2_core import tasks
+from wamdiff2_core.cli import main
+from wamdiff2_core.decoding.bench import Sample, data_samples, planning_l2
+
+WAMDIFF2 = [str(Path(sys.executable).parent / "wamdiff2")]
+TINY = ["bench", "decode", "--preset", "tiny", "--block-size", "4", "--max-new-tokens", "8",
+        "--samples", "2", "--batch", "2"]
+
+
+def test_planning_l2_averages_parsed_answers_and_counts_failures():
+    truth = np.zeros((8, 2))
+    samples = [Sample("p", [], truth), Sample("p", [], truth), Sample("p", [], None)]
+    shifted = tasks.format_waypoints(np.full((8, 2), 3.0) * [1.0, 4 / 3])   # 3-4-5: 5 m off
+    out = planning_l2([shifted, "not a plan", shifted], samples)
+    assert out["samples"] == 2 and out["parse_failures"] == 1
+    assert out["l2_avg"] == pytest.approx(5.0) and out["l2_at_1s"] == pytest.approx(5.0)
+    assert planning_l2(["x"], [Sample("p", [], None)]) is None
+
+
+def write_data_set(root: Path, n: int = 2) -> Path:
+    (root / "images").mkdir(parents=True)
+    records = []
+    for i in range(n):
+        Image.fromarray(np.full((36, 64, 3), 40 * i, np.uint8)).save(root / f"images/{i}.png")
+        future = np.cumsum(np.full((8, 2), [2.0, 0.1 * i]), axis=0)
+        rec = tasks.conversation_record(i, [f"images/{i}.png"],
+                                        tasks.planning_prompt("straight", (4.0, 0.0),
+                                                              (0.0, 0.0)),
+                                        tasks.format_waypoints(future), "planning")
+        rec["meta"] = {"ego_future": future.tolist()}
+        records.append(rec)
+    records.append(tasks.conversation_record("qa", ["images/0.png"], tasks.qa_prompt("Why?"),
+                                             "Because.", "qa"))
+    (root / "train.json").write_text(json.dumps(records))
+    return root
+
+
+def test_data_samples_read_planning_records_with_truth(tmp_path):
+    samples = data_samples(write_data_set(tmp_path, 3), 2)
+    assert len(samples) == 2
+    assert samples[1].truth.shape == (8, 2) and samples[1].truth[0, 1] == pytest.approx(0.1)
+    assert samples[0].images[0].size == (64, 36)
+
+
+def test_bench_reports_three_decoders_on_the_same_prompts(tmp_path, capsys):
+    data = write_data_set(tmp_path / "data")
+    assert main(TINY + ["--data", str(data), "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert set(r["decoders"]) == {"ar_optimised", "diffusion_reference", "diffusion_fast"}
+    assert r["fast_matches_reference"] is True
+    for d in r["decoders"].values():
+        assert d["tokens"] > 0 and d["tokens_per_s"] > 0
+        assert d["ms_per_token"] == pytest.approx(d["decode_ms"] / d["tokens"])
+        assert d["tokens_per_forward"] == pytest.approx(d["tokens"] / d["forwards"])
+        assert d["l2"]["samples"] == 2              # quality measured on the data set
+    ref, fast = r["decoders"]["diffusion_reference"], r["decoders"]["diffusion_fast"]
+    assert (ref["tokens"], ref["forwards"]) == (fast["tokens"], fast["forwards"])
+    assert r["ratios"]["fast_vs_reference"] == pytest.approx(
+        fast["tokens_per_s"] / ref["tokens_per_s"])
+    assert set(r["latency_ms"]["eager"]) >= {"ar_step", "block_step", "commit"}
+    assert r["trained"] is False and any("untrained" in n for n in r["notes"])
+
+
+def test_bench_text_report_as_a_user_runs_it():
+    r = subprocess.run(WAMDIFF2 + TINY + ["--samples", "1", "--batch", "1",
+                                          "--tokens-per-forward", "4"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    for words in ("AR optimised", "diffusion reference", "diffusion fast", "tokens/s",
+                  "per-forward latency", "projection (eager) at 4.00 tokens/forward"):
+        assert words in r.stdout
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--checkpoint", "/nonexistent/ckpt"], "does not exist"),
+    (["--preset", "tiny", "--mode", "graphs"], "CUDA graphs need a CUDA device"),
+    (["--preset", "tiny", "--attention", "flashinfer"], "flashinfer backend needs"),
+    (["--preset", "tiny", "--batch", "0"], "must be >= 1"),
+])
+def test_user_errors_are_one_sentence(args, words, capsys):
+    assert main(["bench", "decode"] + args) == 2
+    err = capsys.readouterr().err
+    assert words in err and err.strip().count("\n") == 0
