@@ -248,8 +248,9 @@ def record_sim(out, config: RecordConfig, fmt: str | None = None, progress: bool
     counts: dict[str, int] = {}
     frames, skipped = 0, []
     first = last = None
-    with tqdm(total=config.episodes, unit="episode", desc="bag record-sim",
-              disable=not progress, dynamic_ncols=True) as bar:
+    writer = BagWriter(out, fmt)          # checks the output path before any work
+    with writer, tqdm(total=config.episodes, unit="episode", desc="bag record-sim",
+                      disable=not progress, dynamic_ncols=True) as bar:
         def on_episode(episode: int, n: int) -> None:
             nonlocal frames
             frames += n
@@ -257,15 +258,14 @@ def record_sim(out, config: RecordConfig, fmt: str | None = None, progress: bool
                 skipped.append(episode)
             bar.update(1)
 
-        with BagWriter(out, fmt) as writer:
-            writer.set_metadata("wamdiff2.record_sim", repr(config))
-            for item in sim_messages(config, on_episode):
-                writer.add_topic(item.topic, item.msgtype, _QOS.get(item.topic))
-                raw = canonical_cdr(serialize_message(item.msg), item.msgtype)
-                writer.write(item.topic, item.msgtype, item.log_ns, raw)
-                counts[item.topic] = counts.get(item.topic, 0) + 1
-                first = item.log_ns if first is None else first
-                last = item.log_ns
+        writer.set_metadata("wamdiff2.record_sim", repr(config))
+        for item in sim_messages(config, on_episode):
+            writer.add_topic(item.topic, item.msgtype, _QOS.get(item.topic))
+            raw = canonical_cdr(serialize_message(item.msg), item.msgtype)
+            writer.write(item.topic, item.msgtype, item.log_ns, raw)
+            counts[item.topic] = counts.get(item.topic, 0) + 1
+            first = item.log_ns if first is None else first
+            last = item.log_ns
     path = writer.out
     size = sum(p.stat().st_size for p in path.rglob("*")) if path.is_dir() else \
         path.stat().st_size

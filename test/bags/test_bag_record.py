@@ -132,3 +132,19 @@ def test_record_sim_cli_refuses_to_overwrite(tmp_path, small_bag):
     assert "already exists" in proc.stderr and "Traceback" not in proc.stderr
     assert out.read_bytes() == b"precious"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["taken.mcap"]
+
+
+def test_bundled_sample_bag_is_what_its_documented_command_records(tmp_path):
+    """docs/bags.md: `wamdiff2 bag record-sim --out wamdiff2_ros/assets/sample.mcap
+    --episodes 3 --frames 6 --seed 0`. Fails when the simulator changed since the sample was
+    recorded: record it again with that command."""
+    from wamdiff2_ros.demo import SAMPLE_BAG
+
+    fresh = tmp_path / "sample.mcap"           # same file name: the name is in the metadata
+    proc = subprocess.run([WAMDIFF2, "bag", "record-sim", "--out", str(fresh), "--episodes",
+                           "3", "--frames", "6", "--seed", "0", "--no-progress"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert SAMPLE_BAG.stat().st_size <= 10 * 2**20
+    assert fresh.read_bytes() == SAMPLE_BAG.read_bytes(), \
+        "the bundled sample bag is stale: record it again with the command above"
