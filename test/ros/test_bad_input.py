@@ -39,18 +39,20 @@ def _counter(client: RosClient, kind: str) -> int:
     return max((int(v.get(kind, 0)) for v in values), default=0)
 
 
-def _use_transport(client: RosClient, transport: str) -> None:
-    """Switch the node's image transport through its lifecycle if it is not already it."""
-    current = client.get_parameters(["image_transport"])[0].string_value
-    if current != transport:
+def _use(client: RosClient, transport: str, cameras: tuple[str, ...] = ("front",)) -> None:
+    """Reconfigure the node through its lifecycle unless it already reads these topics."""
+    current = client.get_parameters(["image_transport", "cameras"])
+    if (current[0].string_value, tuple(current[1].string_array_value)) != (transport, cameras):
         assert client.lifecycle(Transition.TRANSITION_DEACTIVATE)
         assert client.lifecycle(Transition.TRANSITION_CLEANUP)
-        result = client.set_parameters({"image_transport": transport})[0]
+        result = client.set_parameters({"image_transport": transport, "cameras": cameras},
+                                       atomically=True)[0]
         assert result.successful, result.reason
         assert client.lifecycle(Transition.TRANSITION_CONFIGURE)
         assert client.lifecycle(Transition.TRANSITION_ACTIVATE)
     assert client.lifecycle_state() == "active"
-    client.wait_matched(client.image_pub if transport == "raw" else client.compressed_pub)
+    if cameras == ("front",):
+        client.wait_matched(client.image_pub if transport == "raw" else client.compressed_pub)
 
 
 def _survives(node: NodeProcess, client: RosClient, send_bad, kind: str, level: bytes,
@@ -78,7 +80,7 @@ def _raw(h: int, w: int, encoding: str = "rgb8", step: int | None = None,
 
 def test_bad_raw_images_odometry_commands_and_model_errors(running):
     node, client = running
-    _use_transport(client, "raw")
+    _use(client, "raw")
     frames = iter(sim_frames(12, 640, 360) * 2)
 
     def good() -> float:
@@ -128,7 +130,7 @@ def _jpeg(rgb: np.ndarray) -> bytes:
 
 def test_bad_compressed_images(running):
     node, client = running
-    _use_transport(client, "compressed")
+    _use(client, "compressed")
     frames = iter(sim_frames(12, 640, 360))
     good_jpeg = _jpeg(sim_frames(1, 640, 360)[0].rgb)
 
@@ -154,3 +156,25 @@ def test_bad_compressed_images(running):
     ]
     for send_bad, kind in cases:
         _survives(node, client, send_bad, kind, WARN, good)
+
+
+def test_several_cameras_plan_together_and_a_missing_one_is_reported(running):
+    node, client = running
+    _use(client, "raw", ("front", "left"))
+    front = client.node.create_publisher(Image, "/wamdiff2_planner/input/front/image",
+                                         client.image_pub.qos_profile)
+    left = client.node.create_publisher(Image, "/wamdiff2_planner/input/left/image",
+                                        client.image_pub.qos_profile)
+    client.wait_matched(front)
+    client.wait_matched(left)
+    frames = sim_frames(3, 640, 360)
+    before = _counter(client, "camera_missing")
+    front.publish(rgb_image_msg(frames[0].rgb, client.now()))          # left never sent
+    client.wait_for(lambda: _counter(client, "camera_missing") == before + 1, 60,
+                    "a camera_missing diagnostic")
+    left.publish(rgb_image_msg(frames[1].rgb, client.now(), "camera_left"))
+    t = client.now()
+    front.publish(rgb_image_msg(frames[2].rgb, t))
+    client.wait_answered(t)                                            # both images planned
+    assert node.alive()
+    _use(client, "raw")                                                # back to one camera

@@ -184,3 +184,9 @@ def test_decode_values_inverts_decode_config():
 def test_main_exits_2_on_malformed_ros_arguments(capsys):
     assert main(["planner_node", "--ros-args", "-p", "dtype:="]) == 2
     assert "dtype" in capsys.readouterr().err
+
+
+def test_docs_list_every_parameter():
+    docs = (PARAMS_FILE.parents[1] / "docs" / "ros.md").read_text()
+    missing = [p.name for p in params.PARAMS if f"| `{p.name}` |" not in docs]
+    assert not missing, f"docs/ros.md has no row for {missing}"
