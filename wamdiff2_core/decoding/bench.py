@@ -168,6 +168,16 @@ def planning_l2(texts: Sequence[str], samples: Sequence[Sample]) -> dict | None:
     return out
 
 
+def token_agreement(a: Sequence[list[int]], b: Sequence[list[int]]) -> float:
+    """Fraction of answer positions (over the longer answer of each pair) holding the same
+    token in both decodes: 1.0 when the decoders agree exactly."""
+    same = total = 0
+    for x, y in zip(a, b):
+        same += sum(p == q for p, q in zip(x, y))
+        total += max(len(x), len(y))
+    return same / total if total else 1.0
+
+
 def forward_latency(model: Wamdiff2Model, sample: Sample, batch: int, block: int,
                     fast: FastConfig, reps: int = 20) -> dict:
     """Milliseconds per forward of the fast decoders' steps (batch ``batch`` of one prompt):
@@ -255,6 +265,7 @@ def run_benchmark(model: Wamdiff2Model, ar_model: Wamdiff2Model, samples: Sequen
         "decoders": {n: r.to_dict() for n, r in runs.items()},
         "ratios": ratios,
         "fast_matches_reference": fst.sequences == ref.sequences,
+        "fast_token_agreement": token_agreement(fst.sequences, ref.sequences),
         "latency_ms": latency,
         "targets": {k: {"want": v, "got": ratios.get(k),
                         "met": None if k not in ratios else

@@ -49,6 +49,8 @@ def register(subparsers) -> None:
     p.add_argument("--mode", default="auto", choices=["auto", "eager", "compile", "graphs"],
                    help="fast decoders' execution (auto: CUDA graphs on a GPU, eager on CPU)")
     p.add_argument("--attention", default="auto", choices=["auto", "sdpa", "flashinfer"])
+    p.add_argument("--flashinfer-backend", default="auto", choices=["auto", "fa2", "fa3"],
+                   help="FlashInfer kernel family (auto: FA3 on Hopper, else FA2)")
     p.add_argument("--sync-every", type=int, default=None,
                    help="steps between done-checks (default: 1 on CPU, 2 on GPU)")
     p.add_argument("--latency-modes", default=None,
@@ -111,7 +113,8 @@ def run_bench_decode(args) -> int:
                            threshold=args.threshold, commit_rule=args.commit_rule,
                            max_new_tokens=args.max_new_tokens)
         fast = FastConfig(mode=args.mode, attention=args.attention,
-                          sync_every=args.sync_every)
+                          sync_every=args.sync_every,
+                          flashinfer_backend=args.flashinfer_backend)
     except ValueError as exc:
         raise CliError(str(exc)) from None
     model, ar, trained, teacher = _load(args)

@@ -38,6 +38,7 @@ class FastConfig:
         one; beyond the last, to the next multiple of it).
     pad_batch: pad batches up to their bucket; None: in "compile" and "graphs" modes only
         (eager has no shapes to reuse).
+    flashinfer_backend: FlashInfer's own kernel choice ("auto": FA3 on Hopper, else FA2).
     min_len / len_multiple: the static cache holds at least ``min_len`` slots per row and is
         rounded up to a multiple of ``len_multiple``; a longer request rebuilds the state.
     """
@@ -47,6 +48,7 @@ class FastConfig:
     sync_every: int | None = None
     batch_buckets: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
     pad_batch: bool | None = None
+    flashinfer_backend: str = "auto"
     min_len: int = 0
     len_multiple: int = 128
 
@@ -110,10 +112,12 @@ class FastRunner:
 
     def new_attention(self, batch: int, qo_len: int, max_len: int):
         t = self.text
+        extra = {"backend": self.cfg.flashinfer_backend} if self.attention == "flashinfer" \
+            else {}
         return ATTENTION_BACKENDS[self.attention](
             num_q_heads=t.num_q_heads, num_kv_heads=t.num_kv_heads, head_dim=t.head_dim,
             scale=t.scale, batch=batch, qo_len=qo_len, max_len=max_len, dtype=t.dtype,
-            device=self.device, use_cuda_graph=self.mode == "graphs")
+            device=self.device, use_cuda_graph=self.mode == "graphs", **extra)
 
     # ------------------------------------------------------------------ prefill
     def prefill(self, prompt: Prompt):

@@ -1,0 +1,108 @@
+"""The fast decoders on a GPU: CUDA graphs give the reference's tokens (fp32, SDPA);
+FlashInfer attention agrees with SDPA; graphs replay exactly what eager runs compute.
+
+Skipped without CUDA (conftest); the FlashInfer tests also need the `gpu` extra.
+"""
+import json
+
+import pytest
+import torch
+
+from wamdiff2_core.cli import main
+from wamdiff2_core.decoding.attention import FlashInferAttention, SdpaAttention
+from wamdiff2_core.decoding.config import DecodeConfig
+from wamdiff2_core.decoding.fast import fast_decode
+from wamdiff2_core.decoding.reference import decode as reference_decode
+from wamdiff2_core.decoding.runner import FastConfig, runner_for
+from wamdiff2_core.model import presets
+from wamdiff2_core.model.modeling import Wamdiff2Model
+
+pytestmark = pytest.mark.gpu
+RULES = ["low_confidence_dynamic", "low_confidence_static", "sequential"]
+GRAPHS = FastConfig(mode="graphs", attention="sdpa")
+
+
+@pytest.fixture(scope="module")
+def cuda_models():
+    return {p: Wamdiff2Model.from_preset("tiny", paradigm=p, block_size=4, seed=0,
+                                         device="cuda") for p in ("diffusion", "ar")}
+
+
+@pytest.mark.parametrize("rows", [1, 4])
+@pytest.mark.parametrize("bs", [1, 4, 32])
+@pytest.mark.parametrize("rule", RULES)
+def test_graphs_equal_reference(cuda_models, camera_images, prompts, rule, bs, rows):
+    model = cuda_models["diffusion"]
+    batch = model.processor.encode_prompts(prompts[:rows], [[i] for i in camera_images[:rows]])
+    cfg = DecodeConfig(block_size=bs, commit_rule=rule, steps_per_block=min(bs, 4),
+                       max_new_tokens=6 if bs == 1 else 3 * bs)
+    assert runner_for(model, GRAPHS).mode == "graphs"
+    fast = fast_decode(model, batch, cfg, GRAPHS)
+    assert fast.sequences == reference_decode(model, batch, cfg).sequences
+
+
+@pytest.mark.parametrize("rows", [1, 3])
+def test_ar_graphs_equal_reference(cuda_models, camera_images, prompts, rows):
+    model = cuda_models["ar"]
+    batch = model.processor.encode_prompts(prompts[:rows], [[i] for i in camera_images[:rows]])
+    cfg = DecodeConfig(max_new_tokens=12)
+    assert fast_decode(model, batch, cfg, GRAPHS).sequences == \
+        reference_decode(model, batch, cfg).sequences
+
+
+def _flashinfer():
+    return pytest.importorskip("flashinfer", reason="needs the gpu extra (flashinfer-python)")
+
+
+@pytest.mark.parametrize("qo_len", [1, 32])
+def test_flashinfer_attention_matches_sdpa(qo_len):
+    _flashinfer()
+    torch.manual_seed(0)
+    b, hq, hkv, d, length = 3, 16, 8, 128, 512
+    kv_len = [37, 512, 200]
+    q = torch.randn(b, qo_len, hq, d, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(b, hkv, length, d, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn_like(k)
+    fi = FlashInferAttention(hq, hkv, d, d ** -0.5, batch=b, qo_len=qo_len, max_len=length,
+                             dtype=torch.bfloat16, device="cuda")
+    fi.plan(kv_len)
+    sd = SdpaAttention(hq, hkv, d, d ** -0.5)
+    want = sd(q, k, v, sd.metadata(torch.tensor(kv_len, device="cuda"), length))
+    torch.testing.assert_close(fi(q, k, v, None), want, atol=2e-2, rtol=2e-2)
+
+
+@pytest.fixture(scope="module")
+def hd64_model():
+    """A tiny model with a head size FlashInfer ships kernels for, in bf16."""
+    tiny = presets.PRESETS["tiny"]
+    text = dict(tiny.text, hidden_size=256, num_attention_heads=4, num_key_value_heads=2,
+                head_dim=64, rope_parameters=presets._mrope(64))
+    vision = dict(tiny.vision, out_hidden_size=256)
+    presets.PRESETS["tiny-hd64"] = presets.Preset("tiny-hd64", "tiny-bpe", text, vision,
+                                                  tiny.max_pixels)
+    try:
+        return Wamdiff2Model.from_preset("tiny-hd64", block_size=32, device="cuda",
+                                         dtype=torch.bfloat16)
+    finally:
+        del presets.PRESETS["tiny-hd64"]
+
+
+def test_flashinfer_graphs_replay_equals_flashinfer_eager(hd64_model, camera_images, prompts):
+    _flashinfer()
+    model = hd64_model
+    batch = model.processor.encode_prompts(prompts[:2], [[i] for i in camera_images[:2]])
+    cfg = DecodeConfig(max_new_tokens=64, steps_per_block=8)
+    graphs = fast_decode(model, batch, cfg, FastConfig(mode="graphs", attention="flashinfer"))
+    eager = fast_decode(model, batch, cfg, FastConfig(mode="eager", attention="flashinfer"))
+    assert runner_for(model, FastConfig(mode="graphs", attention="flashinfer")).attention == \
+        "flashinfer"
+    assert graphs.sequences == eager.sequences
+    assert all(model.fields.mask_token_id not in s for s in graphs.sequences)
+
+
+def test_bench_on_gpu_reports_graphs_and_eager_latencies(capsys):
+    assert main(["bench", "decode", "--preset", "tiny", "--device", "cuda", "--block-size",
+                 "4", "--max-new-tokens", "8", "--samples", "2", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["fast"]["resolved_mode"] == "graphs" and r["fast_matches_reference"] is True
+    assert set(r["latency_ms"]) == {"eager", "graphs"}
