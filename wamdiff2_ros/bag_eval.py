@@ -200,8 +200,83 @@ def _check_outputs(cfg: EvalConfig) -> None:
         raise BagError("the output bag must differ from the input bag")
 
 
+class EvalRun:
+    """One evaluation in progress: answers each frame, writes its outputs, keeps the tally."""
+
+    def __init__(self, cfg: EvalConfig, predictor, camera: tuple, start_ns: int,
+                 writer: BagWriter, frames_dir: Path | None):
+        self.cfg, self.predictor, self.writer, self.frames_dir = cfg, predictor, writer, \
+            frames_dir
+        self.camera_doc, self.camera_info = camera
+        self.start_ns = start_ns
+        self.out_topics = OutputTopics(cfg.output_node)
+        self.scorer = FrameScorer(cfg.tasks)
+        self.per_frame: list[dict] = []
+        self.ms: dict[str, list[float]] = {"planning": [], "detection": []}
+        self.tokens_per_forward: list[float] = []
+        self.bad_frames = 0
+        self.camera_source: str | None = None
+
+    def add(self, frame: BagFrame) -> None:
+        """Answer, write, score and draw one frame (count it if its image is unusable)."""
+        if frame.rgb is None:
+            self.bad_frames += 1
+            self.per_frame.append({"index": frame.index, "stamp": frame.stamp_s,
+                                   "bad_input": str(frame.bad_input)})
+            return
+        pred = self.predictor.predict(frame, self.cfg.tasks)
+        for topic, msgtype, msg in frame_messages(frame, pred, self.out_topics):
+            self.writer.write(topic, msgtype, frame.log_ns, serialize_message(msg))
+        texts = {}
+        for task, answer in (("planning", pred.plan), ("detection", pred.detect)):
+            if answer is not None:
+                texts[task] = (answer.text, answer.ms / 1e3)
+                self.ms[task].append(answer.ms)
+        if pred.plan is not None and pred.plan.ok:
+            self.tokens_per_forward.append(pred.plan.stats.tokens_per_forward)
+        l2 = self.scorer.add(frame, texts)
+        self.per_frame.append(_frame_entry(frame, pred, l2))
+        if self.frames_dir is not None:
+            self._draw(frame, pred, l2)
+
+    def _draw(self, frame: BagFrame, pred: FramePrediction, l2: float | None) -> None:
+        height, width = frame.rgb.shape[:2]
+        model = CameraModel.from_bag(self.camera_doc, self.camera_info, width, height)
+        self.camera_source = model.source
+        lines, ok = _caption(frame, pred, l2, self.start_ns)
+        truth = frame.truth.ego_future if frame.truth else None
+        write_png(self.frames_dir / f"frame_{frame.index:04d}.png",
+                  draw_overlay(frame.rgb, model, pred.waypoints, truth, lines, ok,
+                               pred.detections))
+
+    def report(self, topics: FrameTopics, seconds: float) -> dict:
+        cfg = self.cfg
+        info = {"checkpoint": self.predictor.name, "bag": str(cfg.bag),
+                "decode": cfg.decode.to_dict(), "device": cfg.device}
+        open_loop = self.scorer.report(info)
+        return {
+            "bag": str(cfg.bag), "output_bag": str(cfg.out),
+            "frames_dir": str(cfg.frames_dir) if cfg.frames_dir else None,
+            "checkpoint": self.predictor.name, "decode": cfg.decode.to_dict(),
+            "tasks": list(cfg.tasks), "topics": topics.describe(),
+            "camera_model": self.camera_source,
+            "frames": len(self.per_frame), "frames_bad_input": self.bad_frames,
+            "frames_with_ground_truth": self.scorer.frames_with_truth,
+            "planning": _task_summary(self.per_frame, "planning", self.ms["planning"],
+                                      self.tokens_per_forward),
+            "detection": _task_summary(self.per_frame, "detection", self.ms["detection"], []),
+            "open_loop": open_loop.to_dict() if open_loop else None,
+            "seconds": round(seconds, 2),
+            "per_frame": self.per_frame,
+        }
+
+
 def run_eval(cfg: EvalConfig) -> dict:
-    """Evaluate `cfg.bag`; returns the report (also written to `cfg.report`)."""
+    """Evaluate `cfg.bag`; returns the report (also written to `cfg.report`).
+
+    Everything that can be wrong with the bag or the outputs is checked before the model
+    loads; every output appears only complete (bag, then PNG folder, then report).
+    """
     from tqdm import tqdm
 
     tic = time.perf_counter()
@@ -210,17 +285,12 @@ def run_eval(cfg: EvalConfig) -> dict:
         topics = FrameTopics.resolve(bag, cfg.camera_topic, cfg.odometry_topic,
                                      cfg.command_topic, gt_path=cfg.gt_topic)
         bag.check_stamps([topics.camera], strict=[topics.camera])
-        camera_doc, camera_info = camera_document(bag, topics)
+        camera = camera_document(bag, topics)
         predictor = load_predictor(cfg.checkpoint, cfg.decode, cfg.device)
-        out_topics = OutputTopics(cfg.output_node)
-        scorer = FrameScorer(cfg.tasks)
-        per_frame, plan_ms, det_ms, tpf = [], [], [], []
-        bad_frames, camera_source = 0, None
         frames_tmp = staged_path(cfg.frames_dir) if cfg.frames_dir else None
         report_tmp = staged_path(cfg.report)
         total = bag.topics[topics.camera].count
-        if cfg.limit is not None:
-            total = min(total, cfg.limit)
+        total = total if cfg.limit is None else min(total, cfg.limit)
         try:
             if frames_tmp is not None:
                 remove_staged(frames_tmp)
@@ -228,58 +298,15 @@ def run_eval(cfg: EvalConfig) -> dict:
             with BagWriter(cfg.out) as writer, tqdm(
                     total=total, unit="frame", desc="bag eval", disable=not cfg.progress,
                     dynamic_ncols=True) as bar:
+                run = EvalRun(cfg, predictor, camera, bag.start_ns, writer, frames_tmp)
                 for frame in read_frames(bag, topics, cfg.default_command, False):
-                    if cfg.limit is not None and frame.index >= cfg.limit:
+                    if frame.index >= total:
                         break
+                    run.add(frame)
                     bar.update(1)
-                    if frame.rgb is None:
-                        bad_frames += 1
-                        per_frame.append({"index": frame.index, "stamp": frame.stamp_s,
-                                          "bad_input": str(frame.bad_input)})
-                        continue
-                    pred = predictor.predict(frame, cfg.tasks)
-                    for topic, msgtype, msg in frame_messages(frame, pred, out_topics):
-                        writer.write(topic, msgtype, frame.log_ns, serialize_message(msg))
-                    texts = {}
-                    if pred.plan is not None:
-                        texts["planning"] = (pred.plan.text, pred.plan.ms / 1e3)
-                        plan_ms.append(pred.plan.ms)
-                        if pred.plan.ok:
-                            tpf.append(pred.plan.stats.tokens_per_forward)
-                    if pred.detect is not None:
-                        texts["detection"] = (pred.detect.text, pred.detect.ms / 1e3)
-                        det_ms.append(pred.detect.ms)
-                    l2 = scorer.add(frame, texts)
-                    per_frame.append(_frame_entry(frame, pred, l2))
-                    if frames_tmp is not None:
-                        height, width = frame.rgb.shape[:2]
-                        model = CameraModel.from_bag(camera_doc, camera_info, width, height)
-                        camera_source = model.source
-                        lines, ok = _caption(frame, pred, l2, bag.start_ns)
-                        truth = frame.truth.ego_future if frame.truth else None
-                        write_png(frames_tmp / f"frame_{frame.index:04d}.png",
-                                  draw_overlay(frame.rgb, model, pred.waypoints, truth, lines,
-                                               ok, pred.detections))
-                info = {"checkpoint": predictor.name, "bag": str(cfg.bag),
-                        "decode": cfg.decode.to_dict(), "device": cfg.device}
-                open_loop = scorer.report(info)
-                report = {
-                    "bag": str(cfg.bag), "output_bag": str(cfg.out),
-                    "frames_dir": str(cfg.frames_dir) if cfg.frames_dir else None,
-                    "checkpoint": predictor.name, "decode": cfg.decode.to_dict(),
-                    "tasks": list(cfg.tasks), "topics": topics.describe(),
-                    "camera_model": camera_source,
-                    "frames": len(per_frame), "frames_bad_input": bad_frames,
-                    "frames_with_ground_truth": scorer.frames_with_truth,
-                    "planning": _task_summary(per_frame, "planning", plan_ms, tpf),
-                    "detection": _task_summary(per_frame, "detection", det_ms, []),
-                    "open_loop": open_loop.to_dict() if open_loop else None,
-                    "seconds": round(time.perf_counter() - tic, 2),
-                    "per_frame": per_frame,
-                }
+                report = run.report(topics, time.perf_counter() - tic)
                 report_tmp.write_text(json.dumps(report, indent=1) + "\n")
-            # the bag is in place; now the frames and the report
-            if frames_tmp is not None:
+            if frames_tmp is not None:            # the bag is in place: now frames, report
                 publish_atomically(frames_tmp, cfg.frames_dir)
             publish_atomically(report_tmp, cfg.report)
         finally:

@@ -141,64 +141,95 @@ def run_demo(cfg: DemoConfig) -> dict:
     return report
 
 
+class FrameMatcher:
+    """Ties the node's outputs to the replayed frames by stamp (outputs carry the image's)."""
+
+    def __init__(self, outcomes: dict[int, FrameOutcome], camera_topic: str):
+        self.outcomes, self.camera_topic = outcomes, camera_topic
+        self.topics = OutputTopics(NODE_NAME)
+        self._seen = 0
+
+    def on_publish(self, topic: str, log_ns: int, raw: bytes, at: float) -> None:
+        """BagPlayer hook: when each camera frame went out."""
+        if topic == self.camera_topic and header_stamp_ns(raw) in self.outcomes:
+            self.outcomes[header_stamp_ns(raw)].published_at = at
+
+    def _on_output(self, item) -> None:
+        from nav_msgs.msg import Path as PathMsg
+        from rclpy.serialization import deserialize_message
+        from visualization_msgs.msg import MarkerArray
+
+        if item.topic == self.topics.path:
+            outcome = self.outcomes.get(header_stamp_ns(item.raw))
+            if outcome is not None and outcome.path_at is None:
+                msg = deserialize_message(item.raw, PathMsg)
+                outcome.path_at = item.at
+                outcome.waypoints = np.array([[p.pose.position.x, p.pose.position.y]
+                                              for p in msg.poses], dtype=np.float64)
+        elif item.topic == self.topics.markers:
+            for marker in deserialize_message(item.raw, MarkerArray).markers:
+                stamp = marker.header.stamp.sec * 1_000_000_000 + marker.header.stamp.nanosec
+                outcome = self.outcomes.get(stamp)
+                if marker.ns == "wamdiff2/status" and outcome and outcome.markers_at is None:
+                    outcome.markers_at = item.at
+
+    def update(self, recorder: OutputRecorder) -> bool:
+        """Take in what arrived since the last call; True when every sent frame is answered."""
+        items = recorder.messages()
+        for item in items[self._seen:]:
+            self._on_output(item)
+        self._seen = len(items)
+        return all(o.path_at or o.markers_at for o in self.outcomes.values()
+                   if o.published_at is not None)
+
+    def drain(self, recorder: OutputRecorder, timeout_s: float) -> None:
+        """Wait until every sent frame is answered, or `timeout_s` passed with no output."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            before = self._seen
+            if recorder.wait(lambda: self.update(recorder), 0.5):
+                return
+            if self._seen != before:
+                deadline = max(deadline, time.monotonic() + 5.0)
+
+
+def _wait_active(cfg: DemoConfig, node: NodeProcess, recorder: OutputRecorder) -> None:
+    """Until the node reports state `active` on /diagnostics; DemoError if it exits or
+    takes longer than the start-up timeout."""
+    def ready() -> bool:
+        if not node.alive():
+            raise DemoError(f"planner_node exited with code {node.proc.returncode}:\n"
+                            f"{node.log_tail()}")
+        return any(node_state(r.raw) == "active" for r in recorder.messages("/diagnostics"))
+
+    if not recorder.wait(ready, cfg.startup_timeout_s):
+        raise DemoError(f"planner_node was not active after {cfg.startup_timeout_s:g} s:\n"
+                        f"{node.log_tail()}")
+
+
 def _run_live(cfg: DemoConfig, bag: BagReader, topics: FrameTopics, replayed: list[str],
               domain: int, node: NodeProcess, outcomes: dict, out_bag: Path) -> dict:
-    """Wait for the node, replay, drain and record; the node's last diagnostics and the
-    replay's progress."""
+    """Wait for the node, replay into it, wait for its last answers, record its outputs;
+    the node's last diagnostics."""
     import rclpy
-    from nav_msgs.msg import Path as PathMsg
     from rclpy.context import Context
     from rclpy.executors import SingleThreadedExecutor
-    from rclpy.serialization import deserialize_message
-    from visualization_msgs.msg import MarkerArray
 
     context = Context()
     rclpy.init(args=[], context=context, domain_id=domain)
     client = rclpy.create_node(f"wamdiff2_demo_{os.getpid()}", context=context)
     recorder = OutputRecorder(client, SingleThreadedExecutor(context=context))
-    out_topics = OutputTopics(NODE_NAME)
-
-    def on_publish(topic: str, log_ns: int, raw: bytes, at: float) -> None:
-        if topic == topics.camera:
-            outcome = outcomes.get(header_stamp_ns(raw))
-            if outcome is not None:
-                outcome.published_at = at
-
-    def on_output(item) -> None:
-        stamp = header_stamp_ns(item.raw) if item.topic == out_topics.path else None
-        if item.topic == out_topics.path and stamp in outcomes:
-            msg = deserialize_message(item.raw, PathMsg)
-            outcome = outcomes[stamp]
-            outcome.path_at = outcome.path_at or item.at
-            outcome.waypoints = np.array([[p.pose.position.x, p.pose.position.y]
-                                          for p in msg.poses], dtype=np.float64)
-        elif item.topic == out_topics.markers:
-            msg = deserialize_message(item.raw, MarkerArray)
-            for marker in msg.markers:
-                if marker.ns == "wamdiff2/status":
-                    s = marker.header.stamp.sec * 1_000_000_000 + marker.header.stamp.nanosec
-                    if s in outcomes and outcomes[s].markers_at is None:
-                        outcomes[s].markers_at = item.at
-
+    matcher = FrameMatcher(outcomes, topics.camera)
     try:
         _say(cfg, "[demo] waiting for the node to load the model and warm up ...")
         tic = time.monotonic()
-
-        def ready() -> bool:
-            if not node.alive():
-                raise DemoError(f"planner_node exited with code {node.proc.returncode}:\n"
-                                f"{node.log_tail()}")
-            return any(node_state(r.raw) == "active" for r in recorder.messages("/diagnostics"))
-
-        if not recorder.wait(ready, cfg.startup_timeout_s):
-            raise DemoError(f"planner_node was not active after {cfg.startup_timeout_s:g} s:\n"
-                            f"{node.log_tail()}")
+        _wait_active(cfg, node, recorder)
         _say(cfg, f"[demo] node active after {time.monotonic() - tic:.1f} s")
-        remaps = node_input_remaps(NODE_NAME, SIM_TOPICS)
-        remaps = {k: v for k, v in remaps.items() if k in replayed}
+        remaps = {k: v for k, v in node_input_remaps(NODE_NAME, SIM_TOPICS).items()
+                  if k in replayed}
         player = make_player(client, bag, ReplayConfig(bag.path, rate=cfg.rate,
                                                         topics=tuple(replayed), remaps=remaps),
-                             on_publish)
+                             matcher.on_publish)
         missing = player.wait_for_subscribers(replayed, 30.0)
         if missing:
             raise DemoError(f"planner_node does not subscribe to "
@@ -211,39 +242,15 @@ def _run_live(cfg: DemoConfig, bag: BagReader, topics: FrameTopics, replayed: li
             print(file=sys.stderr)
         if progress.interrupted:
             raise KeyboardInterrupt
-        _drain(cfg, recorder, outcomes, on_output)
+        matcher.drain(recorder, cfg.drain_timeout_s)
         player.close()
-        last_diag = recorder.messages("/diagnostics")
-        diag = diagnostics_values(last_diag[-1].raw) if last_diag else {}
+        diagnostics = recorder.messages("/diagnostics")
         _write_outputs(recorder, out_bag, tic)
-        return {"diagnostics": diag, "replay_messages": progress.messages}
+        return {"diagnostics": diagnostics_values(diagnostics[-1].raw) if diagnostics else {}}
     finally:
         recorder.close()
         client.destroy_node()
         rclpy.try_shutdown(context=context)
-
-
-def _drain(cfg: DemoConfig, recorder: OutputRecorder, outcomes: dict, on_output) -> None:
-    """Process outputs until every sent frame is answered, or no output came for a while."""
-    seen = 0
-
-    def answered() -> bool:
-        nonlocal seen
-        items = recorder.messages()
-        for item in items[seen:]:
-            on_output(item)
-        seen = len(items)
-        sent = [o for o in outcomes.values() if o.published_at is not None]
-        return all(o.path_at or o.markers_at for o in sent)
-
-    deadline = time.monotonic() + cfg.drain_timeout_s
-    while time.monotonic() < deadline:
-        if recorder.wait(answered, 0.5):
-            return
-        before = seen
-        answered()
-        if seen != before:
-            deadline = max(deadline, time.monotonic() + 5.0)
 
 
 def _write_outputs(recorder: OutputRecorder, out_bag: Path, start: float) -> None:
