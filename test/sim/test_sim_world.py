@@ -13,11 +13,13 @@ from wamdiff2_core.sim.world import CONTROL_DT, World
 
 
 def _middle_lane_highway() -> World:
-    """The first highway seed whose ego starts with a lane on each side."""
+    """The first highway seed whose ego starts settled in a lane with a lane on each side."""
     for seed in range(100):
         world = World("highway", seed)
-        lanes = world.road.network.all_side_lanes(world.ego.lane_index)
-        if 0 < world.ego.lane_index[2] < len(lanes) - 1:
+        ego = world.ego
+        lanes = world.road.network.all_side_lanes(ego.lane_index)
+        if (0 < ego.lane_index[2] < len(lanes) - 1 and abs(ego.heading) < 1e-3
+                and ego.target_lane_index == ego.lane_index):
             return world
     raise AssertionError("no highway seed with a middle lane in 100 tries")
 

@@ -8,9 +8,10 @@ lasted). The run's score is the mean over episodes.
 Terms of one window (all in [0, 1]):
 
 - NC, no at-fault collision: 0 from the window in which the ego collides with a vehicle
-  (any collision except being hit from behind) to the end of the episode: the episode
-  stops at the collision and its remaining windows score 0. After a collision that was
-  not the ego's fault the remaining windows are not scored at all.
+  to the end of the episode: the episode stops at the collision and its remaining windows
+  score 0. As in NAVSIM a collision is not the ego's fault when the ego was standing
+  still or was hit from behind; then NC stays 1 and the remaining windows are not
+  scored at all.
 - DAC, drivable-area compliance: 0 if any corner of the ego's footprint left the road
   (every lane's surface, plus ``tolerance`` 0.3 m) at any step of the window.
 - EP, ego progress: the ego's progress along the expert's path during the window divided
@@ -18,9 +19,10 @@ Terms of one window (all in [0, 1]):
   (``expert_progress``), clipped to [0, 1]; 1 when the expert moved less than
   ``min_expert_progress_m`` (it was waiting; nothing to compare).
 - TTC, time to collision: 0 if at some step of the window, with both the ego and another
-  vehicle ahead of or beside it (not behind) moving on at constant velocity and heading,
-  their footprints would meet within ``ttc_horizon_s`` (1 s) without touching now; steps
-  where the ego is (nearly) standing still are ignored.
+  vehicle ahead of it (its centre within ``ahead_angle_deg`` = 30 degrees of the ego's
+  heading, nuPlan's "agent ahead" rule) moving on at constant velocity and heading, their
+  footprints would meet within ``ttc_horizon_s`` (1 s) without touching now; steps where
+  the ego is (nearly) standing still are ignored.
 - C, comfort: 1 if longitudinal acceleration, lateral acceleration, longitudinal and total
   jerk, yaw rate and yaw acceleration of the driven trajectory stay within NAVSIM's
   bounds (``ComfortBounds``) at every step of the window. Derivatives come from
@@ -56,6 +58,7 @@ class ScoreConfig:
     window_s: float = 4.0
     ttc_horizon_s: float = 1.0
     ttc_step_s: float = 0.1
+    ahead_angle_deg: float = 30.0
     stationary_speed: float = 0.5
     min_expert_progress_m: float = 2.0
     savgol_window_s: float = 1.5
@@ -172,8 +175,8 @@ def ttc_violation(ego: np.ndarray, ego_size: tuple[float, float], others: np.nda
     now = box_corners(np.array([x, y]), yaw, length, width)
     for ox, oy, oyaw, ospeed, olength, owidth in others:
         rel = map_to_ego(np.array([ox, oy]), np.array([x, y]), yaw)
-        if rel[0] < 0.0:
-            continue   # behind the ego's centre: it would be hitting us
+        if abs(math.atan2(rel[1], rel[0])) > math.radians(config.ahead_angle_deg):
+            continue   # not ahead of the ego (nuPlan's is_agent_ahead)
         if np.hypot(*rel) > reach + ospeed * config.ttc_horizon_s + olength:
             continue
         if boxes_overlap(now, box_corners(np.array([ox, oy]), oyaw, olength, owidth)):

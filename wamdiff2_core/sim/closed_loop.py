@@ -128,8 +128,11 @@ def _others_array(world: World, radius: float) -> np.ndarray:
                     ).reshape(-1, 6)
 
 
-def _collision_at_fault(world: World) -> bool:
-    """False only when every vehicle touching the ego is behind it (it hit us)."""
+def _collision_at_fault(world: World, speed_before: float, stationary: float = 0.5) -> bool:
+    """NAVSIM's rule: not at fault when the ego was standing still, or when every vehicle
+    touching it is behind it (it hit us); at fault otherwise."""
+    if speed_before < stationary:
+        return False
     ego = world.ego_state()
     for other in world.others(radius=12.0):
         rel = map_to_ego(other.xy, ego.xy, ego.yaw)
@@ -195,6 +198,7 @@ def run_episode(planner: PlannerFn, scenario: str, seed: int, index: int,
             control = controller.control(ego.xy, ego.yaw, ego.speed, motion_yaw, world.time,
                                          CONTROL_DT)
             world.step(control)
+            speed_before = ego.speed
             ego = world.ego_state()
             egos.append([ego.x, ego.y, ego.yaw, ego.speed])
             others.append(_others_array(world, config.others_radius_m))
@@ -203,7 +207,7 @@ def run_episode(planner: PlannerFn, scenario: str, seed: int, index: int,
             for row in world.others(radius=config.camera.far):
                 tracks.setdefault(row.id, []).append((row.x, row.y))
             if world.crashed:
-                collision_step, at_fault = step + 1, _collision_at_fault(world)
+                collision_step, at_fault = step + 1, _collision_at_fault(world, speed_before)
                 break
     finally:
         renderer.close()

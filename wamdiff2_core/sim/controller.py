@@ -21,6 +21,8 @@ import numpy as np
 from wamdiff2_core.sim.frames import ego_to_map, map_to_ego
 
 WAYPOINT_DT_S = 0.5
+MIN_PATH_M = 0.5          # shorter plans (standing still) do not steer
+EXTEND_CHORD_M = 3.0
 
 
 @dataclass(frozen=True)
@@ -34,7 +36,7 @@ class ControllerConfig:
     max_accel: float = 3.0
     max_decel: float = 6.0
     max_jerk: float = 4.0             # [m/s^3] smoothing of acceleration increases
-    brake_jerk: float = 6.0           # [m/s^3] allowed when braking harder
+    brake_jerk: float = 4.5           # [m/s^3] allowed when braking harder
 
 
 @dataclass(frozen=True)
@@ -79,14 +81,22 @@ class Plan:
         return map_to_ego(np.stack([xs, ys], axis=1), ego_xy, ego_yaw)
 
 
+def _point_at(starts: np.ndarray, seg: np.ndarray, lengths: np.ndarray,
+              cumulative: np.ndarray, s: float) -> np.ndarray:
+    j = int(np.clip(np.searchsorted(cumulative, s, side="right") - 1, 0, len(lengths) - 1))
+    return starts[j] + seg[j] / lengths[j] * (s - cumulative[j])
+
+
 def _lookahead_point(points: np.ndarray, position: np.ndarray, distance: float
                      ) -> np.ndarray | None:
     """The point ``distance`` metres along the polyline past the projection of
-    ``position``; extrapolated along the last segment; None for a degenerate path."""
+    ``position``. Past the end of the path it is extrapolated along the path's last
+    ``EXTEND_CHORD_M`` metres (a chord, not the last tiny segment of a plan that comes to a
+    stop, whose direction is noise). None when the path is shorter than MIN_PATH_M."""
     seg = np.diff(points, axis=0)                         # (n, 2)
     lengths = np.linalg.norm(seg, axis=1)
     keep = lengths > 1e-3
-    if not keep.any():
+    if lengths[keep].sum() < MIN_PATH_M:
         return None
     starts, seg, lengths = points[:-1][keep], seg[keep], lengths[keep]
     rel = position - starts                               # (n, 2)
@@ -94,10 +104,13 @@ def _lookahead_point(points: np.ndarray, position: np.ndarray, distance: float
     closest = starts + seg * t[:, None]
     i = int(np.argmin(np.linalg.norm(closest - position, axis=1)))
     cumulative = np.concatenate([[0.0], np.cumsum(lengths)])
+    total = cumulative[-1]
     target_s = cumulative[i] + t[i] * lengths[i] + distance
-    j = int(np.searchsorted(cumulative, target_s, side="right") - 1)
-    j = min(j, len(lengths) - 1)
-    return starts[j] + seg[j] / lengths[j] * (target_s - cumulative[j])
+    if target_s <= total:
+        return _point_at(starts, seg, lengths, cumulative, target_s)
+    end = starts[-1] + seg[-1]
+    chord = end - _point_at(starts, seg, lengths, cumulative, max(total - EXTEND_CHORD_M, 0.0))
+    return end + chord / np.linalg.norm(chord) * (target_s - total)
 
 
 class TrackingController:

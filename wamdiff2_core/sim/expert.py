@@ -111,7 +111,8 @@ class ExpertVehicle(IDMVehicle):
         mine = [chain_pose(network, chain, s_here + speed * t) for t in times]
         for other in self.road.vehicles:
             if (other is self or other.lane_index == self.lane_index
-                    or np.linalg.norm(other.position - self.position) > 80.0):
+                    or np.linalg.norm(other.position - self.position) > 80.0
+                    or _giving_way(network, other)):
                 continue
             if hasattr(other, "predict_trajectory_constant_speed"):
                 theirs = zip(*other.predict_trajectory_constant_speed(times))
@@ -127,8 +128,9 @@ class ExpertVehicle(IDMVehicle):
 
     def conflict_deceleration(self) -> float:
         """Inside a junction: the braking [m/s^2, positive; 0 when none] that stops the car
-        short of the first place where a vehicle ahead of it on a crossing or merging lane,
-        moving on at constant speed, would meet its path within CONFLICT_HORIZON_S."""
+        short of the first place where another vehicle inside the junction, ahead of it on
+        a crossing or merging lane and moving on at constant speed, would meet its path
+        within CONFLICT_HORIZON_S (vehicles still outside must let us clear the junction)."""
         network = self.road.network
         if not _in_junction(network, self.lane_index) or self.speed <= 0.0:
             return 0.0
@@ -144,7 +146,9 @@ class ExpertVehicle(IDMVehicle):
         for other in self.road.vehicles:
             offset = other.position - self.position
             if (other is self or other.lane_index in mine_lanes   # followed by IDM
-                    or np.linalg.norm(offset) > 40.0 or offset @ heading <= 0.0):
+                    or not _in_junction(network, other.lane_index)  # it must let us clear
+                    or np.linalg.norm(offset) > 40.0 or offset @ heading <= 0.0
+                    or _giving_way(network, other)):
                 continue
             if hasattr(other, "predict_trajectory_constant_speed"):
                 theirs = zip(*other.predict_trajectory_constant_speed(times))
@@ -190,6 +194,14 @@ class ExpertVehicle(IDMVehicle):
         super().step(dt)
 
 
+def _giving_way(network: RoadNetwork, vehicle) -> bool:
+    """A vehicle that is yielding (the road's priority rules stopped it), or standing
+    outside a junction (waiting at its entry): not about to cross anyone's path."""
+    if getattr(vehicle, "is_yielding", False):
+        return True
+    return vehicle.speed < 0.5 and not _in_junction(network, vehicle.lane_index)
+
+
 def _in_junction(network: RoadNetwork, lane_index: LaneIndex) -> bool:
     """Whether a lane starts at a node with several outgoing roads (a junction lane)."""
     return len(network.graph.get(lane_index[0], {})) > 1
@@ -213,6 +225,14 @@ class Trace:
         self.lanes.append(vehicle.lane_index)
         self.targets.append(getattr(vehicle, "target_lane_index", vehicle.lane_index))
         self.crashed.append(bool(vehicle.crashed))
+
+    def hold(self) -> None:
+        """Repeat the last state, standing still."""
+        for name in ("positions", "headings", "lanes", "targets"):
+            values = getattr(self, name)
+            values.append(values[-1])
+        self.speeds.append(0.0)
+        self.crashed.append(True)
 
     def __len__(self) -> int:
         return len(self.positions)
@@ -248,7 +268,7 @@ def rollout(world: World, horizon_s: float, radius: float,
 
     road, ego = world.copy_road(radius)
     memory = world.expert_memory
-    target = ego.lane_index
+    target = settled_lane_index(road.network, ego.lane_index, ego.position)
     if (memory.target_lane_index is not None
             and memory.target_lane_index[:2] == target[:2]):
         target = memory.target_lane_index
@@ -265,6 +285,11 @@ def rollout(world: World, horizon_s: float, radius: float,
     for step in range(1, round(horizon_s / CONTROL_DT) + 1):
         road.act()
         road.step(CONTROL_DT)
+        if expert.crashed:
+            # hit in the prediction (typically by a car in a pile-up of others): the plan
+            # is to stand still, not to follow the crash physics
+            trace.hold()
+            continue
         trace.record(expert)
         if step == memory_step:
             world.expert_memory = ExpertMemory(expert.target_lane_index, expert.timer)
@@ -301,6 +326,22 @@ def lane_chain(network: RoadNetwork, lane_index: LaneIndex, route_nodes: tuple[s
         chain.append((index, travelled))
         travelled += there.length
     return chain
+
+
+def settled_lane_index(network: RoadNetwork, lane_index: LaneIndex,
+                       position: np.ndarray) -> LaneIndex:
+    """``lane_index``, or, when ``position`` lies before that lane's start (highway-env's
+    closest lane can be the junction lane just ahead of a car still waiting at the
+    entry), the incoming lane that actually holds the position."""
+    if network.get_lane(lane_index).local_coordinates(position)[0] >= 0.0:
+        return lane_index
+    best, best_r = lane_index, math.inf
+    for start, ends in network.graph.items():
+        for index, lane in enumerate(ends.get(lane_index[0], [])):
+            s, r = lane.local_coordinates(position)
+            if 0.0 <= s <= lane.length + 1.0 and abs(r) < min(best_r, lane.width_at(s)):
+                best, best_r = (start, lane_index[0], index), abs(r)
+    return best
 
 
 def chain_pose(network: RoadNetwork, chain: list[tuple[LaneIndex, float]],

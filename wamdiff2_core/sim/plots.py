@@ -35,10 +35,14 @@ def plot_episode(result, path: str | Path, planner_name: str) -> None:
     log = result.log
     ego = log.ego[:, :2]
     around = np.vstack([ego, result.expert_path])
-    fig, ax = plt.subplots(figsize=(7, 6), dpi=100)
-    for line in _lane_lines(result.lanes, around=around):
+    lo, hi = around.min(axis=0) - 15.0, around.max(axis=0) + 15.0
+    width, height = hi - lo
+    ratio = float(np.clip(height / width, 0.25, 0.9))      # long roads get wide figures
+    fig, ax = plt.subplots(figsize=(9, 1.2 + 9 * ratio), dpi=100)
+    for line in _lane_lines(result.lanes, around=around, margin=15.0):
         ax.plot(line[:, 0], line[:, 1], color="0.75", lw=0.6, zorder=1)
     for track in result.others_tracks.values():
+        track = track[((track >= lo) & (track <= hi)).all(axis=1)]   # only what is near
         if len(track) > 1:
             ax.plot(track[:, 0], track[:, 1], color="0.45", lw=0.8, alpha=0.6, zorder=2)
             ax.plot(*track[-1], marker="s", ms=3, color="0.35", zorder=2)
@@ -53,11 +57,8 @@ def plot_episode(result, path: str | Path, planner_name: str) -> None:
     if log.collision_step is not None:
         ax.scatter(*ego[min(log.collision_step, len(ego) - 1)], s=120, marker="x",
                    color="tab:red", label="collision", zorder=6)
-    lo, hi = around.min(axis=0) - 15.0, around.max(axis=0) + 15.0
-    centre, half = (lo + hi) / 2, max(hi - lo) / 2
-    ax.set_xlim(centre[0] - half, centre[0] + half)
-    ax.set_ylim(centre[1] - half, centre[1] + half)
-    ax.set_aspect("equal")
+    ax.plot([lo[0], hi[0]], [lo[1], hi[1]], alpha=0.0)     # margins for autoscaling
+    ax.set_aspect("equal", adjustable="datalim")
     ax.set_xlabel("x [m]")
     ax.set_ylabel("y [m]")
     ax.set_title(f"episode {result.index}: {result.scenario}, seed {result.seed}, "

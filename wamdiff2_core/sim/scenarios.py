@@ -37,6 +37,7 @@ class Scenario:
     duration_s: float                              # default closed-loop episode length
     description: str
     max_time_s: float = 600.0                      # the road runs out (or loops back) later
+    warmup_s: float = 0.0                          # driven by the expert before t = 0
     spawn_every_s: float | None = None             # intersection: traffic keeps arriving
 
 
@@ -91,7 +92,10 @@ SCENARIOS: dict[str, Scenario] = {
     scenario.name: scenario for scenario in (
         Scenario("highway", HighwayEnv, _draw_highway, duration_s=20.0,
                  description="straight multi-lane motorway (2-4 lanes), dense IDM/MOBIL "
-                             "traffic, lane changes"),
+                             "traffic, lane changes",
+                 # highway-env drops the ego into traffic at cruise speed, sometimes right
+                 # behind a slower car: let the expert settle that before time starts
+                 warmup_s=3.0),
         Scenario("intersection", IntersectionEnv, _draw_intersection, duration_s=12.0,
                  description="four-way junction with priority rules; the route turns left, "
                              "goes straight or turns right",

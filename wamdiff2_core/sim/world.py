@@ -75,10 +75,14 @@ class World:
         self._steps = 0
         self._next_id = 0
         self.ego = self._install_ego(self.env.vehicle)
+        self._assign_ids()
+        for _ in range(round(self.scenario.warmup_s / CONTROL_DT)):
+            self._advance()
+        if ego == "controlled":
+            self.ego = self._install_controlled(self.ego)
         self.route_nodes = expert_mod.route_nodes(self.road.network, self.ego.lane_index,
                                                   self.draw.destination)
         self.expert_memory = expert_mod.ExpertMemory()
-        self._assign_ids()
         self.ego_history: list[tuple[float, AgentState]] = [(0.0, self.ego_state())]
         self.ego_trace = expert_mod.Trace()
         self.ego_trace.record(self.ego)
@@ -93,24 +97,31 @@ class World:
 
     # ----------------------------------------------------------------------------- set-up
     def _install_ego(self, original: Vehicle) -> Vehicle:
+        """The expert replaces highway-env's ego (it also drives any warm-up)."""
         # start no faster than a close slower vehicle ahead (no emergency braking at t = 0)
         speed = self.draw.ego_speed
         front, _ = self.road.neighbour_vehicles(original, original.lane_index)
-        if front is not None and original.lane_distance_to(front) < 60.0:
-            speed = min(speed, max(front.speed + 1.0, 0.0))
-        if self.ego_mode == "expert":
-            ego = expert_mod.ExpertVehicle(
-                self.road, original.position, original.heading, speed,
-                cruise_speed=self.draw.expert_speed)
-            if self.draw.destination:
-                ego.plan_route_to(self.draw.destination)
-        else:
-            ego = Vehicle(self.road, original.position, original.heading, speed)
-        self.road.vehicles[self.road.vehicles.index(original)] = ego
-        self.env.controlled_vehicles = [ego]
-        self.env.action_type.controlled_vehicle = ego
+        if front is not None and original.lane_distance_to(front) < 120.0:
+            speed = min(speed, max(front.speed + 2.0, 0.0))
+        ego = expert_mod.ExpertVehicle(self.road, original.position, original.heading, speed,
+                                       cruise_speed=self.draw.expert_speed)
+        if self.draw.destination:
+            ego.plan_route_to(self.draw.destination)
+        self._replace(original, ego)
         setattr(ego, _ID_ATTR, self._take_id())
         return ego
+
+    def _install_controlled(self, expert: Vehicle) -> Vehicle:
+        """A plain kinematic vehicle, driven by actions, in the expert's place and state."""
+        ego = Vehicle(self.road, expert.position, expert.heading, expert.speed)
+        self._replace(expert, ego)
+        setattr(ego, _ID_ATTR, getattr(expert, _ID_ATTR))
+        return ego
+
+    def _replace(self, old: Vehicle, new: Vehicle) -> None:
+        self.road.vehicles[self.road.vehicles.index(old)] = new
+        self.env.controlled_vehicles = [new]
+        self.env.action_type.controlled_vehicle = new
 
     def _take_id(self) -> int:
         self._next_id += 1
@@ -139,17 +150,20 @@ class World:
                 2.0 * (control[0] - acc_lo) / (acc_hi - acc_lo) - 1.0,
                 2.0 * (-control[1] - st_lo) / (st_hi - st_lo) - 1.0])
             action_type.act(np.clip(action, -1.0, 1.0))
+        self._advance()
+        self.time = round(self._steps * CONTROL_DT - self.scenario.warmup_s, 6)
+        self.ego_history.append((self.time, self.ego_state()))
+        self.ego_trace.record(self.ego)
+
+    def _advance(self) -> None:
         self.road.act()
         self.road.step(CONTROL_DT)
         self._steps += 1
-        self.time = round(self._steps * CONTROL_DT, 6)
         spawn = self.scenario.spawn_every_s
         if spawn and self._steps % round(spawn / CONTROL_DT) == 0:
             self.env._clear_vehicles()   # highway-env's own traffic renewal (IntersectionEnv)
             self.env._spawn_vehicle(spawn_probability=self.env.config["spawn_probability"])
         self._assign_ids()
-        self.ego_history.append((self.time, self.ego_state()))
-        self.ego_trace.record(self.ego)
 
     # ----------------------------------------------------------------------------- state
     @staticmethod
