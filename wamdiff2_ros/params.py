@@ -125,7 +125,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("path_in_odom", False, "Publish the Path in the odometry's frame (e.g. odom), "
                                      "placed with the odometry pose at the image stamp",
               "live"),
-    ParamSpec("diagnostics_period_s", 1.0, "Period of the /diagnostics summary", "io",
+    ParamSpec("diagnostics_period_s", 1.0, "Period of the /diagnostics summary", "live",
               float_range=(0.1, 60.0)),
 )
 SPECS: dict[str, ParamSpec] = {p.name: p for p in PARAMS}

@@ -23,12 +23,15 @@ from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValu
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.signals import SignalHandlerOptions
-from sensor_msgs.msg import CompressedImage, Image
+from sensor_msgs.msg import Image
 from std_msgs.msg import String
 from visualization_msgs.msg import MarkerArray
 
 from wamdiff2_core.tasks import COMMANDS
 from wamdiff2_ros import outputs, params, qos
+from wamdiff2_ros.topics import (ANSWER_TOPIC, COMMAND_TOPIC, DETECTIONS_TOPIC,
+                                  DIAGNOSTICS_TOPIC, MARKERS_TOPIC, ODOMETRY_TOPIC,
+                                  PATH_TOPIC, QUESTION_TOPIC, camera_topics)
 from wamdiff2_ros.bad_input import BadInput
 from wamdiff2_ros.diagnostics import ERROR, WARN, NodeStats, diagnostic_array
 from wamdiff2_ros.images import compressed_to_rgb, image_to_rgb
@@ -38,23 +41,6 @@ from wamdiff2_ros.worker import Frame, PlanningWorker, WorkQueue
 
 NODE_NAME = "wamdiff2_planner"
 SUCCESS, FAILURE = TransitionCallbackReturn.SUCCESS, TransitionCallbackReturn.FAILURE
-
-
-ODOMETRY_TOPIC, COMMAND_TOPIC, QUESTION_TOPIC = \
-    "~/input/odometry", "~/input/command", "~/input/question"
-
-
-def camera_topics(config: params.NodeConfig) -> list[tuple[type, str]]:
-    """(message type, topic) per camera, trigger camera first.
-
-    One camera: ~/input/image (raw) or ~/input/image/compressed; several:
-    ~/input/<name>/image[/compressed].
-    """
-    msg_type = Image if config.image_transport == "raw" else CompressedImage
-    suffix = "image" if config.image_transport == "raw" else "image/compressed"
-    if len(config.cameras) == 1:
-        return [(msg_type, f"~/input/{suffix}")]
-    return [(msg_type, f"~/input/{name}/{suffix}") for name in config.cameras]
 
 
 def guarded(callback):
@@ -98,17 +84,17 @@ class PlannerNode(LifecycleNode):
         self._odometry = OdometryTracker()
         self._inputs = ReentrantCallbackGroup()
 
-        self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        self._path_pub = self.create_lifecycle_publisher(Path, "~/output/path",
-                                                         qos.OUTPUT_QOS)
-        self._markers_pub = self.create_lifecycle_publisher(MarkerArray, "~/output/markers",
+        # Diagnostics report in every state; results only while active (lifecycle publishers).
+        self._diag_pub = self.create_publisher(DiagnosticArray, DIAGNOSTICS_TOPIC, 10)
+        self._path_pub = self.create_lifecycle_publisher(Path, PATH_TOPIC, qos.OUTPUT_QOS)
+        self._markers_pub = self.create_lifecycle_publisher(MarkerArray, MARKERS_TOPIC,
                                                             qos.OUTPUT_QOS)
-        self._answer_pub = self.create_lifecycle_publisher(String, "~/output/answer",
+        self._answer_pub = self.create_lifecycle_publisher(String, ANSWER_TOPIC,
                                                            qos.OUTPUT_QOS)
         self._detections_pub = None
         if outputs.HAVE_VISION_MSGS:
             self._detections_pub = self.create_lifecycle_publisher(
-                outputs.Detection2DArray, "~/output/detections", qos.OUTPUT_QOS)
+                outputs.Detection2DArray, DETECTIONS_TOPIC, qos.OUTPUT_QOS)
         self._handler = PlanningHandler(
             lambda: self._planner, lambda: self.config, lambda: self._command,
             self._odometry, self.stats,
@@ -173,13 +159,13 @@ class PlannerNode(LifecycleNode):
         return super().on_configure(state)
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._subscribe()
+        result = super().on_activate(state)            # enable the publishers first
         self._queue = WorkQueue()
         self._worker = PlanningWorker(self._queue, self._plan_frame, self._handler.on_question,
                                       self._min_period, self._worker_crashed)
         self._worker.start()
+        self._subscribe()
         self._set_state("active")
-        result = super().on_activate(state)
         self.get_logger().info("ready: planning on " + ", ".join(
             s.topic_name for s in self._subscriptions_io))
         self.report()
@@ -220,6 +206,8 @@ class PlannerNode(LifecycleNode):
             if not self._worker.stop(timeout=60.0):
                 self.get_logger().warning("planning thread still busy; leaving it behind")
             self._worker = None
+        with self._lock:
+            self._other_images.clear()
 
     def _min_period(self) -> float:
         rate = self.config.max_planning_rate_hz
@@ -346,6 +334,7 @@ class PlannerNode(LifecycleNode):
         self._values, self.config = values, cfg
         if planner is not None:
             self._planner = planner
+        self._diag_timer.timer_period_ns = int(cfg.diagnostics_period_s * 1e9)
         self.get_logger().info("parameters set: " + ", ".join(
             f"{p.name}={p.value!r}" for p in changes))
 

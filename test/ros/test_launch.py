@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from wamdiff2_ros import params
-from wamdiff2_ros.planner_node import ODOMETRY_TOPIC, camera_topics
+from wamdiff2_ros.topics import ODOMETRY_TOPIC, camera_topics
 
 LAUNCH = Path(__file__).resolve().parents[2] / "launch" / "wamdiff2.launch.py"
 
