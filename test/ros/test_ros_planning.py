@@ -3,7 +3,7 @@
 The success branch (a Path) needs a model whose answers parse; until the bundled model
 exists, `ScriptedPlanner` stands in for `Planner` with the same methods, returning real
 `PlanResult`s / raising the real `AnswerParseError`, so the ROS side of a successful plan is
-tested in CI. The same paths run over DDS with the bundled model in test_node_io.py.
+tested in CI. The same paths run over DDS with the bundled model in test_ros_node_io.py.
 """
 from __future__ import annotations
 

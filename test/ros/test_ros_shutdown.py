@@ -32,7 +32,7 @@ def test_sigint_while_the_model_loads(ros_domain, tmp_path):
 
 
 def test_sigterm_after_planning(ros_domain, tmp_path):
-    """(SIGINT while planning under load: test_overload.py.)"""
+    """(SIGINT while planning under load: test_ros_overload.py.)"""
     node = NodeProcess(ros_domain, tmp_path, FAST_TINY)
     client = RosClient(ros_domain)
     try:
