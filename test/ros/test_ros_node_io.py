@@ -6,6 +6,7 @@ node in the test process, on a ROS_DOMAIN_ID of their own.
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import pytest
@@ -111,19 +112,21 @@ def test_path_of_8_poses_from_the_bundled_model(ros_domain, tmp_path):
         line = [m for m in markers.markers if m.type == Marker.LINE_STRIP]
         assert len(line) == 1 and len(line[0].points) == 8
 
-        # The odom-frame variant: the same kind of path, placed with the odometry pose.
+        # The odom-frame variant: the same kind of path, placed with the odometry pose at the
+        # image stamp (odometry runs ahead of the frame so the pose is known when it plans).
         assert client.set_parameters({"path_in_odom": True})[0].successful
-        t = client.now()
-        for k in range(5):
-            _publish_odometry(client, t - 0.4 + 0.1 * k, 10.0 + k, math.pi / 2, 5.0)
-        stamp = client.publish_frame(frames[1].rgb, t)
+        t0 = client.now()
+        for k in range(30):                                    # x = 10 + 5 (t - t0), yaw 90 deg
+            _publish_odometry(client, t0 + 0.1 * k, 10.0 + 0.5 * k, math.pi / 2, 5.0)
+        time.sleep(0.5)
+        stamp = client.publish_frame(frames[1].rgb)
         path = client.wait_for(lambda: next((m for _, m in client.messages("path")
                                              if m.header.frame_id == "odom"), None),
                                120, "a Path in the odom frame")
         assert len(path.poses) == 8 and stamp_s(path.header.stamp) == pytest.approx(stamp)
-        # Ego at (14, 0) facing +y: ahead in the ego frame is +y in odom.
+        # Ego at (10 + 5 (stamp - t0), 0) facing +y: ahead in the ego frame is +y in odom.
         first = path.poses[0].pose.position
-        assert first.x == pytest.approx(14.0, abs=3.0) and first.y > -1.0
+        assert first.x == pytest.approx(10.0 + 5.0 * (stamp - t0), abs=3.0) and first.y > -1.0
     finally:
         client.close()
         node.stop()
