@@ -269,6 +269,8 @@ def _register_demo(subparsers) -> None:
     p.add_argument("--checkpoint", default=None,
                    help="checkpoint directory or preset (default: the bundled model)")
     p.add_argument("--rate", type=float, default=1.0, help="replay speed (default 1.0)")
+    p.add_argument("--compressed", action="store_true",
+                   help="replay the JPEG topic into ~/input/image/compressed")
     p.add_argument("--domain-id", type=int, default=None,
                    help="ROS_DOMAIN_ID (default: one of this process's own)")
     p.add_argument("--param", action="append", default=[], metavar="NAME:=VALUE",
@@ -294,7 +296,8 @@ def _demo(args) -> int:
         raise ArgumentValueError(f"--rate must be positive, got {args.rate}")
     cfg = DemoConfig(out=Path(args.out), bag=Path(args.bag) if args.bag else SAMPLE_BAG,
                      checkpoint=args.checkpoint, overrides=overrides, rate=args.rate,
-                     domain_id=args.domain_id, startup_timeout_s=args.startup_timeout,
+                     compressed=args.compressed, domain_id=args.domain_id,
+                     startup_timeout_s=args.startup_timeout,
                      verbose=not args.quiet)
     run_demo(cfg)
     return 0

@@ -135,10 +135,11 @@ class BagPlayer:
             time.sleep(0.05)
 
     def play(self, progress: Callable[[ReplayProgress], None] | None = None,
-             stop: threading.Event | None = None, progress_period_s: float = 0.2
-             ) -> ReplayProgress:
+             stop: threading.Event | None = None, progress_period_s: float = 0.2,
+             flush: bool = True) -> ReplayProgress:
         """Publish at recorded timing (scaled by the rate), once or in a loop, until done,
-        `stop` is set or KeyboardInterrupt (then `interrupted` is True; never raises it)."""
+        `stop` is set or KeyboardInterrupt (then `interrupted` is True; never raises it).
+        `flush`: then wait for the subscribers' acknowledgements (see `flush`)."""
         state = ReplayProgress(bag_duration_s=max(0, self.bag.end_ns - self.bag.start_ns
                                                   - 1) * 1e-9)
         stop = stop or threading.Event()
@@ -171,7 +172,8 @@ class BagPlayer:
                 if not self.config.loop or stop.is_set():
                     break
                 state.loops += 1
-            self.flush()
+            if flush:
+                self.flush()
         except KeyboardInterrupt:
             state.interrupted = True
         if progress:
@@ -180,7 +182,9 @@ class BagPlayer:
 
     def flush(self, timeout_s: float = 5.0) -> bool:
         """Wait (at most `timeout_s` in all) until the subscribers have acknowledged what was
-        published: a process that exits right after its last publish loses it otherwise."""
+        published: a process that exits right after its last publish loses it otherwise.
+        Acknowledgements follow DDS heartbeats (seconds apart), and rclpy holds the GIL
+        meanwhile: a process that goes on receiving should not flush."""
         from rclpy.duration import Duration
 
         deadline = time.monotonic() + timeout_s

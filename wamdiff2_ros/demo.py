@@ -42,6 +42,7 @@ class DemoConfig:
     checkpoint: str | None = None          # None: the bundled model
     overrides: dict = field(default_factory=dict)   # extra node parameters
     rate: float = 1.0
+    compressed: bool = False               # replay the JPEG topic (image_transport compressed)
     domain_id: int | None = None           # None: one derived from this process id
     startup_timeout_s: float = 120.0
     drain_timeout_s: float = 20.0          # after the last frame, for the last outputs
@@ -89,7 +90,8 @@ def node_overrides(cfg: DemoConfig) -> dict:
     path stays in base_link (scored against the ground truth there)."""
     from wamdiff2_core.planner import bundled_checkpoint_path
 
-    out = {"max_input_age_s": 0.0, "path_in_odom": False}
+    out = {"max_input_age_s": 0.0, "path_in_odom": False,
+           "image_transport": "compressed" if cfg.compressed else "raw"}
     if cfg.checkpoint is not None:
         out["checkpoint"] = cfg.checkpoint
     elif bundled_checkpoint_path() is None:
@@ -110,7 +112,7 @@ def run_demo(cfg: DemoConfig) -> dict:
             raise BagError(f"output {path} already exists; remove it or choose another --out")
     domain = cfg.domain_id if cfg.domain_id is not None else default_domain_id()
     with BagReader(cfg.bag) as bag:
-        topics = FrameTopics.resolve(bag)
+        topics = FrameTopics.resolve(bag, SIM_TOPICS.compressed if cfg.compressed else None)
         bag.check_stamps(list(bag.topics))
         replayed = [topics.camera, topics.odometry, topics.command]
         if None in replayed:
@@ -225,7 +227,8 @@ def _run_live(cfg: DemoConfig, bag: BagReader, topics: FrameTopics, replayed: li
         tic = time.monotonic()
         _wait_active(cfg, node, recorder)
         _say(cfg, f"[demo] node active after {time.monotonic() - tic:.1f} s")
-        remaps = {k: v for k, v in node_input_remaps(NODE_NAME, SIM_TOPICS).items()
+        remaps = {k: v for k, v in node_input_remaps(NODE_NAME, SIM_TOPICS,
+                                                      cfg.compressed).items()
                   if k in replayed}
         player = make_player(client, bag, ReplayConfig(bag.path, rate=cfg.rate,
                                                         topics=tuple(replayed), remaps=remaps),
@@ -237,7 +240,7 @@ def _run_live(cfg: DemoConfig, bag: BagReader, topics: FrameTopics, replayed: li
         _say(cfg, f"[demo] replaying {len(outcomes)} frames of {bag.path.name} at "
                   f"x{cfg.rate:g} into /{NODE_NAME}/input/...")
         show = progress_printer(cfg.rate) if cfg.verbose else None
-        progress = player.play(show)
+        progress = player.play(show, flush=False)      # we stay to hear the answers
         if show is not None and show.tty:
             print(file=sys.stderr)
         if progress.interrupted:
