@@ -15,7 +15,7 @@ def test_checkpoint_planner_runs_and_failures_are_handled():
     (result,) = run_closed_loop(planner, config, progress=False)
     report = build_report([result], "checkpoint:tiny", config, 0.0)
     assert report["planner_calls"] == 1
-    assert result.plans + result.parse_failures + result.invalid_plans == 1
-    if result.plans == 0:
-        assert result.brake_fallbacks == 1
+    assert result.stats.plans + result.stats.parse_failures + result.stats.invalid_plans == 1
+    if result.stats.plans == 0:
+        assert result.stats.brake_fallbacks == 1
     assert len(result.log.ego) == 11 and result.log.collision_step is None

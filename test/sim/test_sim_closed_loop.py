@@ -62,8 +62,8 @@ def test_parse_failures_are_counted_and_the_ego_brakes_in_lane():
     config = ClosedLoopConfig(episodes=1, seed=1000, scenarios=("highway",), duration_s=12.0)
     (result,) = run_closed_loop(garbage, config, progress=False)
     report = build_report([result], "garbage", config, 0.0)
-    assert result.parse_failures == len(calls) == 24 and result.plans == 0
-    assert result.brake_fallbacks >= 1 and report["parse_failures"] == 24
+    assert result.stats.parse_failures == len(calls) == 24 and result.stats.plans == 0
+    assert result.stats.brake_fallbacks >= 1 and report["parse_failures"] == 24
     assert "last valid plan" in report["fallback"] and "brakes to a standstill" in \
         report["fallback"]
     log = result.log
@@ -89,9 +89,10 @@ def test_sometimes_failing_planner_reuses_its_last_plan():
     config = ClosedLoopConfig(episodes=1, seed=1000, scenarios=("racetrack",),
                               duration_s=8.0)
     (result,) = run_closed_loop(flaky, config, progress=False)
-    assert result.parse_failures == 8 and result.invalid_plans >= 1
-    assert result.reused_plan_steps == result.parse_failures + result.invalid_plans
-    assert result.brake_fallbacks == 0
+    stats = result.stats
+    assert stats.parse_failures == 8 and stats.invalid_plans >= 1
+    assert stats.reused_plan_steps == stats.parse_failures + stats.invalid_plans
+    assert stats.brake_fallbacks == 0
     assert result.score.score > 0.8
 
 

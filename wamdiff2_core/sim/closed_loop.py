@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -58,21 +58,28 @@ class ClosedLoopConfig:
 
 
 @dataclass
+class PlannerStats:
+    """How the planner fared in one episode (counts of planning instants)."""
+
+    plans: int = 0                 # valid plans
+    parse_failures: int = 0        # AnswerParseError
+    invalid_plans: int = 0         # not 8 finite (x, y) pairs
+    reused_plan_steps: int = 0     # failures covered by the last valid plan
+    brake_fallbacks: int = 0       # failures answered by braking in lane
+    planner_seconds: float = 0.0
+
+
+@dataclass
 class EpisodeResult:
     index: int
     scenario: str
     seed: int
     log: EpisodeLog
     score: EpisodeScore
+    stats: PlannerStats
     expert_path: np.ndarray                  # (T_ref, 2) map frame
     others_tracks: dict[int, np.ndarray]     # id -> (k, 2) map positions
     lanes: list
-    plans: int = 0
-    parse_failures: int = 0
-    invalid_plans: int = 0
-    reused_plan_steps: int = 0
-    brake_fallbacks: int = 0
-    planner_seconds: float = 0.0
 
     def to_json(self) -> dict:
         log = self.log
@@ -87,10 +94,7 @@ class EpisodeResult:
                 "progress_m": round(float(log.progress[-1]), 3),
                 "expert_progress_m": round(float(log.expert_progress[
                     min(len(log.ego), len(log.expert_progress)) - 1]), 3),
-                "plans": self.plans, "parse_failures": self.parse_failures,
-                "invalid_plans": self.invalid_plans,
-                "reused_plan_steps": self.reused_plan_steps,
-                "brake_fallbacks": self.brake_fallbacks}
+                **{k: v for k, v in asdict(self.stats).items() if k != "planner_seconds"}}
 
 
 class ReferencePath:
@@ -184,13 +188,13 @@ def run_episode(planner: PlannerFn, scenario: str, seed: int, index: int,
     drivable = [world.ego_on_drivable_area()]
     progress = [0.0]
     tracks: dict[int, list] = {}
-    result = EpisodeResult(index, scenario, seed, None, None, expert_path, {}, world.lanes)
+    stats = PlannerStats()
     collision_step, at_fault = None, False
     renderer = CameraRenderer(config.camera, world.lanes)
     try:
         for step in range(steps):
             if step % replan == 0:
-                _replan(world, planner, controller, renderer, config, result)
+                _replan(world, planner, controller, renderer, config, stats)
             ego = world.ego_state()
             velocity, _ = world.ego_motion()
             motion_yaw = ego.yaw + math.atan2(velocity[1], velocity[0]) if (
@@ -216,14 +220,13 @@ def run_episode(planner: PlannerFn, scenario: str, seed: int, index: int,
                      on_drivable=np.array(drivable), progress=np.array(progress),
                      expert_progress=expert_progress, collision_step=collision_step,
                      collision_at_fault=at_fault)
-    result.log = log
-    result.score = score_episode(log, config.score)
-    result.others_tracks = {k: np.array(v) for k, v in sorted(tracks.items())}
-    return result
+    return EpisodeResult(index, scenario, seed, log, score_episode(log, config.score), stats,
+                         expert_path, {k: np.array(v) for k, v in sorted(tracks.items())},
+                         world.lanes)
 
 
 def _replan(world: World, planner: PlannerFn, controller: TrackingController,
-            renderer: CameraRenderer, config: ClosedLoopConfig, result: EpisodeResult) -> None:
+            renderer: CameraRenderer, config: ClosedLoopConfig, stats: PlannerStats) -> None:
     ego = world.ego_state()
     rollout = world.expert_rollout(horizon_s=4.0)
     poses = rollout.map_poses()[5::5][:8]                        # t = 0.5 ... 4.0 s
@@ -239,20 +242,20 @@ def _replan(world: World, planner: PlannerFn, controller: TrackingController,
     try:
         waypoints = _valid_waypoints(planner(observation, image))
         if waypoints is None:
-            result.invalid_plans += 1
+            stats.invalid_plans += 1
     except AnswerParseError:
         waypoints = None
-        result.parse_failures += 1
-    result.planner_seconds += time.perf_counter() - started
+        stats.parse_failures += 1
+    stats.planner_seconds += time.perf_counter() - started
     if waypoints is not None:
-        result.plans += 1
+        stats.plans += 1
         controller.set_plan(Plan.from_waypoints(waypoints, ego.xy, ego.yaw, world.time))
         return
     plan = controller.plan
     if plan is not None and world.time - plan.start_time < config.plan_max_age_s:
-        result.reused_plan_steps += 1
+        stats.reused_plan_steps += 1
         return
-    result.brake_fallbacks += 1
+    stats.brake_fallbacks += 1
     controller.set_plan(Plan.from_waypoints(world.lane_brake_waypoints(config.fallback_decel),
                                             ego.xy, ego.yaw, world.time))
 

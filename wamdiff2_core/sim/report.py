@@ -21,10 +21,10 @@ def build_report(results, planner: str, config, wall_seconds: float) -> dict:
         scores = [r.score.score for r in results if r.scenario == name]
         by_scenario[name] = {"episodes": len(scores),
                              "score": round(float(np.mean(scores)), 6)}
-    failures = sum(r.parse_failures for r in results)
-    invalid = sum(r.invalid_plans for r in results)
-    plans = sum(r.plans for r in results)
-    planner_seconds = sum(r.planner_seconds for r in results)
+    failures = sum(r.stats.parse_failures for r in results)
+    invalid = sum(r.stats.invalid_plans for r in results)
+    plans = sum(r.stats.plans for r in results)
+    planner_seconds = sum(r.stats.planner_seconds for r in results)
     calls = plans + failures + invalid
     return {
         "planner": planner,
