@@ -1,0 +1,107 @@
+"""Recipes: YAML + overrides into frozen dataclasses; bad recipes fail at start, clearly."""
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from wamdiff2_core.cli import main
+from wamdiff2_core.training.config import (
+    RecipeError, build_recipe, find_recipe, load_recipe, recipe_dir,
+)
+from wamdiff2_core.training.validate import validate
+from conftest import tiny_overrides
+
+SHIPPED = ["stage0_ar.yaml", "block4.yaml", "block8.yaml", "block16.yaml", "block32.yaml",
+           "ar_to_block32.yaml", "distill_block.yaml", "distill_cross.yaml",
+           "distill_cross_ar_teacher.yaml"]
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_recipes_load(name):
+    recipe = load_recipe(recipe_dir() / name)
+    assert recipe.data.max_answer_tokens % recipe.model.block_size == 0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        recipe.train.steps = 3
+
+
+def test_block_chain_initialises_each_stage_from_the_previous():
+    inits = [load_recipe(recipe_dir() / f"block{b}.yaml").model.init for b in (4, 8, 16, 32)]
+    assert inits == ["runs/stage0_ar/final", "runs/block4/final", "runs/block8/final",
+                     "runs/block16/final"]
+
+
+def test_overrides_are_dotted_and_typed():
+    r = build_recipe({}, ["optim.lr=1e-4", "train.steps=7", "data.tasks=[planning, qa]",
+                          "distill.teacher_block_size=8", "output.tensorboard=false"])
+    assert r.optim.lr == 1e-4 and r.train.steps == 7 and r.data.tasks == ("planning", "qa")
+    assert r.distill.teacher_block_size == 8 and r.output.tensorboard is False
+
+
+@pytest.mark.parametrize("override,key", [("optim.learning_rate=1", "optim.learning_rate"),
+                                          ("trian.steps=3", "trian.steps"),
+                                          ("bogus=1", "bogus")])
+def test_unknown_override_names_the_key(override, key):
+    with pytest.raises(RecipeError, match=f"unknown recipe key '{key}'"):
+        build_recipe({}, [override])
+
+
+def test_unknown_key_in_file_names_the_key(tmp_path):
+    f = tmp_path / "r.yaml"
+    f.write_text("objective: diffusion\ntrain: {steps: 3, warmup: 2}\n")
+    with pytest.raises(RecipeError, match="unknown recipe key 'train.warmup'"):
+        load_recipe(f)
+
+
+def test_wrong_type_is_an_error():
+    with pytest.raises(RecipeError, match="train.steps"):
+        build_recipe({}, ["train.steps=many"])
+
+
+def test_missing_data_path_fails_validation(tmp_path):
+    r = build_recipe({}, [f"data.path={tmp_path / 'nope'}"])
+    with pytest.raises(RecipeError, match="data.path .* does not exist"):
+        validate(r)
+
+
+def test_block_size_that_does_not_divide_the_answer_layout(toy_data, tmp_path):
+    r = build_recipe({}, tiny_overrides(toy_data, tmp_path, block=12))
+    with pytest.raises(RecipeError, match="block size 12 does not divide the answer layout"):
+        validate(r)
+
+
+def test_teacher_block_must_divide_the_student_block(toy_data, tmp_path, ar_checkpoint):
+    r = build_recipe({}, tiny_overrides(toy_data, tmp_path, "distill", block=8) + [
+        f"distill.teacher={ar_checkpoint}", "distill.teacher_block_size=3"])
+    with pytest.raises(RecipeError, match="teacher block size 3 does not divide"):
+        validate(r)
+
+
+def test_global_batch_must_split_over_processes(toy_data, tmp_path):
+    r = build_recipe({}, tiny_overrides(toy_data, tmp_path) + ["train.global_batch=6",
+                                                              "train.micro_batch=4"])
+    with pytest.raises(RecipeError, match="global_batch=6"):
+        validate(r)
+    validate(build_recipe({}, tiny_overrides(toy_data, tmp_path)), world_size=1)
+
+
+def test_find_recipe_by_shipped_name():
+    assert find_recipe("block32.yaml") == recipe_dir() / "block32.yaml"
+    with pytest.raises(RecipeError, match="does not exist"):
+        find_recipe("block33.yaml")
+
+
+def test_cli_reports_a_bad_recipe_in_one_sentence(capsys, toy_data):
+    assert main(["train", "--config", "block8.yaml", f"data.path={toy_data}",
+                 "optim.lrr=1"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown recipe key 'optim.lrr'" in err and "Traceback" not in err
+    assert main(["train", "--config", "block8.yaml", "data.path=/no/such/dir"]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_cli_refuses_to_overwrite_a_run_without_resume(capsys, toy_data, tmp_path):
+    (tmp_path / "checkpoints" / "step-00000002").mkdir(parents=True)
+    (tmp_path / "checkpoints" / "step-00000002" / "trainer_state.json").write_text("{}")
+    args = ["train", "--config", "block4.yaml"] + tiny_overrides(toy_data, tmp_path)
+    assert main(args) == 2
+    assert "--resume" in capsys.readouterr().err

@@ -1,0 +1,226 @@
+"""Training recipes: frozen dataclasses built once from YAML plus ``key=value`` overrides.
+
+A recipe is one YAML file whose sections map onto the dataclasses below. Overrides use dotted
+keys (``optim.lr=1e-4``, ``distill.teacher=runs/block16/final``); values are parsed as YAML
+scalars. An unknown key, in the file or an override, is an error naming the key. ``validate``
+checks everything that can be checked before any weight is loaded (data path, block sizes,
+batch arithmetic), so a bad recipe fails at start with one clear sentence.
+"""
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+OBJECTIVES = ("ar", "diffusion", "distill")
+PRECISIONS = ("fp32", "bf16")
+STRATEGIES = ("auto", "none", "ddp", "fsdp")
+
+
+class RecipeError(ValueError):
+    """A recipe that cannot run; the message is one sentence naming the culprit."""
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    init: str = "tiny"               # preset name or checkpoint directory to start from
+    paradigm: str = "diffusion"      # "ar" (stage 0) or "diffusion"
+    block_size: int = 32
+    seed: int = 0                    # weight initialisation seed of a preset
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    path: str = ""                   # data set directory (DIR/train.json + DIR/images/...)
+    split: str = "train.json"
+    tasks: tuple[str, ...] = ()      # keep only these record tasks (empty: all)
+    max_answer_tokens: int = 256     # answers are padded to whole blocks within this
+    limit: int = 0                   # use only the first N records (0: all)
+    group_by_task: bool = True       # one task per global batch (less answer padding)
+
+
+@dataclass(frozen=True)
+class NoiseConfig:
+    schedule: str = "linear"
+    eps: float = 1e-3                # mask ratios are drawn from (eps, 1]
+
+
+@dataclass(frozen=True)
+class DistillConfig:
+    teacher: str = ""                # checkpoint directory of the frozen teacher
+    teacher_block_size: int = 0      # 0: the teacher checkpoint's own block size
+    divergence: str = "jsd"          # jsd | forward_kl | reverse_kl
+    beta: float = 0.5
+    temperature: float = 1.0
+    lam: float = 0.5                 # loss = (1 - lam) CE + lam divergence
+    on_policy_every: int = 0         # every K steps the student's own answers replace x0
+    on_policy_steps_per_block: int = 0   # decode budget in on-policy mode (0: block size)
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    lr: float = 3e-4
+    vision_lr: float = 1e-4          # learning rate of the vision tower
+    weight_decay: float = 0.01
+    betas: tuple[float, float] = (0.9, 0.95)
+    warmup_steps: int = 20
+    min_lr_ratio: float = 0.1        # cosine decays to lr * min_lr_ratio
+    grad_clip: float = 1.0
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    steps: int = 100
+    global_batch: int = 8            # samples per optimizer step over all processes
+    micro_batch: int = 8             # samples per forward on one process
+    seed: int = 0
+    precision: str = "bf16"
+    strategy: str = "auto"           # auto: DDP with several processes, FSDP on GPUs
+    threads: int = 0                 # torch threads per process (0: leave as is)
+
+
+@dataclass(frozen=True)
+class OutputConfig:
+    dir: str = "runs/default"
+    save_every: int = 50
+    keep_last: int = 2
+    log_every: int = 1
+    tensorboard: bool = True
+    progress: bool = True
+
+
+@dataclass(frozen=True)
+class Recipe:
+    objective: str = "diffusion"
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    noise: NoiseConfig = field(default_factory=NoiseConfig)
+    distill: DistillConfig = field(default_factory=DistillConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    output: OutputConfig = field(default_factory=OutputConfig)
+
+    def to_dict(self) -> dict:
+        return _plain(dataclasses.asdict(self))
+
+
+def _plain(obj):
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    return obj
+
+
+# ------------------------------------------------------------------------ building
+def _convert(value, hint, key: str):
+    origin = typing.get_origin(hint)
+    if dataclasses.is_dataclass(hint):
+        if not isinstance(value, dict):
+            raise RecipeError(f"recipe key '{key}' must be a section (mapping), got {value!r}")
+        return _build(hint, value, key + ".")
+    if origin is tuple:
+        if isinstance(value, str):
+            value = [v for v in value.split(",") if v]
+        if not isinstance(value, (list, tuple)):
+            raise RecipeError(f"recipe key '{key}' must be a list, got {value!r}")
+        args = typing.get_args(hint)
+        item = args[0]
+        return tuple(_convert(v, item, key) for v in value)
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise RecipeError(f"recipe key '{key}' must be true or false, got {value!r}")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise RecipeError(f"recipe key '{key}' must be an integer, got {value!r}")
+        return value
+    if hint is float:
+        if isinstance(value, str):   # YAML 1.1 reads "1e-3" (no dot) as a string
+            try:
+                value = float(value)
+            except ValueError:
+                pass
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise RecipeError(f"recipe key '{key}' must be a number, got {value!r}")
+        return float(value)
+    if hint is str:
+        if value is None:
+            return ""
+        return str(value)
+    return value
+
+
+def _build(cls, raw: dict, prefix: str = ""):
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    for key in raw:
+        if key not in names:
+            raise RecipeError(f"unknown recipe key '{prefix}{key}'")
+    kwargs = {k: _convert(v, hints[k], prefix + k) for k, v in raw.items()}
+    return cls(**kwargs)
+
+
+def _check_key(key: str) -> None:
+    """RecipeError naming ``key`` unless it is a dotted path to a recipe field."""
+    cls = Recipe
+    for part in key.split("."):
+        if cls is None or not dataclasses.is_dataclass(cls):
+            raise RecipeError(f"unknown recipe key '{key}'")
+        hints = typing.get_type_hints(cls)
+        if part not in hints:
+            raise RecipeError(f"unknown recipe key '{key}'")
+        cls = hints[part] if dataclasses.is_dataclass(hints[part]) else None
+
+
+def apply_overrides(raw: dict, overrides: list[str]) -> dict:
+    """``raw`` with each ``dotted.key=value`` applied (values parsed as YAML scalars)."""
+    raw = _plain(raw)
+    for item in overrides:
+        if "=" not in item:
+            raise RecipeError(f"override '{item}' is not of the form key=value")
+        key, text = item.split("=", 1)
+        _check_key(key)
+        value = yaml.safe_load(text) if text != "" else ""
+        node, parts = raw, key.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise RecipeError(f"unknown recipe key '{key}'")
+        node[parts[-1]] = value
+    return raw
+
+
+def build_recipe(raw: dict, overrides: list[str] = ()) -> Recipe:
+    """A Recipe from a mapping plus overrides; unknown keys are a RecipeError naming them."""
+    return _build(Recipe, apply_overrides(raw or {}, list(overrides)))
+
+
+def load_recipe(path: str | Path, overrides: list[str] = ()) -> Recipe:
+    """Read a YAML recipe file and apply ``key=value`` overrides."""
+    path = Path(path)
+    if not path.is_file():
+        raise RecipeError(f"recipe file {path} does not exist")
+    raw = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(raw, dict):
+        raise RecipeError(f"recipe file {path} must hold a mapping")
+    return build_recipe(raw, overrides)
+
+
+def recipe_dir() -> Path:
+    """Where the shipped recipes live (``config/training`` of the repository)."""
+    return Path(__file__).resolve().parents[2] / "config" / "training"
+
+
+def find_recipe(name: str | Path) -> Path:
+    """A recipe path as given, or a shipped recipe by file name (``block32.yaml``)."""
+    path = Path(name)
+    if path.exists():
+        return path
+    for candidate in (recipe_dir() / path.name, recipe_dir() / f"{path.name}.yaml"):
+        if candidate.exists():
+            return candidate
+    raise RecipeError(f"recipe {name} does not exist (shipped recipes are in {recipe_dir()})")

@@ -1,0 +1,173 @@
+"""Conversation data for training: records, deterministic order, sharded batches.
+
+Records are the reference conversation format (``DIR/train.json``, a JSON list or JSONL, image
+paths relative to DIR or absolute). The global batch of optimizer step s is a pure function of
+(seed, s), known without state: a resumed run, and runs with any number of processes, see the
+same global batches. Each process takes its own slice of every
+global batch (rank-major inside each accumulation micro-step).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+
+from wamdiff2_core.tasks import record_prompt_and_answer
+from wamdiff2_core.training.config import RecipeError
+
+
+@dataclass(frozen=True)
+class Sample:
+    id: str
+    task: str
+    prompt: str
+    answer: str
+    images: tuple[str, ...]        # absolute paths
+
+
+def read_records(path: Path) -> list[dict]:
+    """Records of a JSON list or JSONL file."""
+    text = path.read_text()
+    if text.lstrip().startswith("["):
+        return json.loads(text)
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def load_samples(root: str | Path, split: str = "train.json", tasks: tuple[str, ...] = (),
+                 limit: int = 0) -> list[Sample]:
+    """The answered records of ``root/split`` as samples (records without an answer are
+    skipped; a malformed record or a missing image is a RecipeError)."""
+    root = Path(root)
+    out = []
+    for i, rec in enumerate(read_records(root / split)):
+        try:
+            prompt, answer = record_prompt_and_answer(rec)
+        except ValueError as exc:
+            raise RecipeError(f"record {i} of {root / split} is malformed: {exc}") from None
+        task = rec.get("task", "")
+        if answer is None or (tasks and task not in tasks):
+            continue
+        images = rec.get("image", [])
+        images = [images] if isinstance(images, str) else images
+        paths = tuple(str(p if Path(p).is_absolute() else root / p) for p in images)
+        for p in paths:
+            if not Path(p).is_file():
+                raise RecipeError(f"record {rec.get('id', i)} names a missing image {p}")
+        out.append(Sample(str(rec.get("id", i)), task, prompt, answer, paths))
+        if limit and len(out) >= limit:
+            break
+    if not out:
+        raise RecipeError(f"{root / split} holds no answered records"
+                          + (f" of tasks {list(tasks)}" if tasks else ""))
+    return out
+
+
+class GlobalOrder:
+    """Which samples make up the global batch of each optimizer step.
+
+    Epoch e is a permutation of the data seeded by (seed, e). With ``group_by`` keys (the
+    task of each sample), every global batch holds samples of one key only (each key's
+    permutation is cut into whole batches, a short tail is filled from that key's start,
+    and the batches of all keys are shuffled): answers in a batch then have similar lengths
+    and little padding. Without keys, the epoch's permutation is cut into batches in order.
+    """
+
+    def __init__(self, n: int, global_batch: int, seed: int,
+                 group_by: list[str] | None = None):
+        self.n, self.g, self.seed = n, global_batch, seed
+        self.keys = group_by
+        self._epoch: tuple[int, list[list[int]]] | None = None
+
+    def _batches(self, epoch: int) -> list[list[int]]:
+        if self._epoch is not None and self._epoch[0] == epoch:
+            return self._epoch[1]
+        rng = np.random.default_rng([self.seed, epoch])
+        if self.keys is None:
+            perm = rng.permutation(self.n).tolist()
+            perm += perm[:(-len(perm)) % self.g]
+            batches = [perm[i:i + self.g] for i in range(0, len(perm), self.g)]
+        else:
+            batches = []
+            for key in sorted(set(self.keys)):
+                members = [i for i, k in enumerate(self.keys) if k == key]
+                perm = [members[j] for j in rng.permutation(len(members))]
+                while len(perm) % self.g:
+                    perm += perm[:self.g - len(perm) % self.g]
+                batches += [perm[i:i + self.g] for i in range(0, len(perm), self.g)]
+            batches = [batches[j] for j in rng.permutation(len(batches))]
+        self._epoch = (epoch, batches)
+        return batches
+
+    def batches_per_epoch(self) -> int:
+        return len(self._batches(0))
+
+    def indices(self, step: int) -> list[int]:
+        """Data set indices of optimizer step ``step``'s global batch."""
+        per_epoch = self.batches_per_epoch()
+        return self._batches(step // per_epoch)[step % per_epoch]
+
+    def positions(self, step: int) -> list[int]:
+        """Stream positions of step ``step``'s samples (they seed the per-sample noise)."""
+        return list(range(step * self.g, (step + 1) * self.g))
+
+
+def shard(items: list, rank: int, world: int, micro: int) -> list[list]:
+    """This process's micro-batches of one global batch: micro-step k, rank r takes
+    ``items[(k * world + r) * micro:][:micro]``."""
+    accum = len(items) // (micro * world)
+    return [items[(k * world + rank) * micro:][:micro] for k in range(accum)]
+
+
+@dataclass
+class TrainBatch:
+    prompt: dict               # encode_prompts output (left-padded, pixels)
+    answers: torch.Tensor      # (B, A) answer ids + end-of-answer, padded with end-of-answer
+    lengths: torch.Tensor      # (B,) per-row answer length (a multiple of the block size)
+    positions: list[int]       # stream positions (seed the per-sample noise)
+
+    @property
+    def size(self) -> int:
+        return self.answers.shape[0]
+
+
+class BatchMaker:
+    """Turns stream positions into encoded batches for one processor and block size."""
+
+    def __init__(self, samples: list[Sample], processor, block_size: int,
+                 max_answer_tokens: int):
+        """Samples whose answer (+ end-of-answer, padded to whole blocks) is longer than
+        ``max_answer_tokens`` are left out (``dropped`` counts them)."""
+        self.processor, self.block_size = processor, block_size
+        self._images: dict[str, np.ndarray] = {}
+        self.samples, self.answer_ids = [], []
+        for s in samples:
+            ids = processor.encode_answer(s.answer, block_size)
+            if len(ids) <= max_answer_tokens:
+                self.samples.append(s)
+                self.answer_ids.append(ids)
+        self.dropped = len(samples) - len(self.samples)
+        if not self.samples:
+            raise RecipeError(f"every answer is longer than data.max_answer_tokens="
+                              f"{max_answer_tokens}")
+
+    def _image(self, path: str) -> np.ndarray:
+        if path not in self._images:
+            self._images[path] = np.asarray(Image.open(path).convert("RGB"))
+        return self._images[path]
+
+    def make(self, indices: list[int], positions: list[int]) -> TrainBatch:
+        samples = [self.samples[i] for i in indices]
+        prompt = self.processor.encode_prompts([s.prompt for s in samples],
+                                               [[self._image(p) for p in s.images]
+                                                for s in samples])
+        ids = [self.answer_ids[i] for i in indices]
+        width = max(len(a) for a in ids)
+        answers = torch.full((len(ids), width), self.processor.eoa_id, dtype=torch.long)
+        for r, a in enumerate(ids):
+            answers[r, :len(a)] = torch.tensor(a)
+        lengths = torch.tensor([len(a) for a in ids])
+        return TrainBatch(prompt, answers, lengths, list(positions))

@@ -1,0 +1,284 @@
+"""The trainer: one loop for every stage (the objective is the only thing that changes).
+
+One optimizer step = one global batch of ``train.global_batch`` samples, split over processes
+(each takes its slice) and accumulation micro-steps. The loss is the sum of per-sample losses
+divided by the global batch size, so 1 process and N processes with the same global batch
+compute the same loss and gradients (up to float summation order). AdamW with its own learning
+rate for the vision tower, linear warm-up then cosine decay, gradient clipping, bf16 autocast.
+Checkpoints every ``output.save_every`` steps (atomic; see ``checkpoint.py``); ``resume=True``
+continues the newest complete checkpoint of ``output.dir`` bit-for-bit in data order and noise.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import time
+from pathlib import Path
+
+import torch
+import yaml
+
+from transformers.utils import logging as hf_logging
+
+from wamdiff2_core.model.modeling import Wamdiff2Model
+from wamdiff2_core.model.presets import PRESETS
+from wamdiff2_core.model.config import set_fields
+from wamdiff2_core.training import checkpoint as ckpt
+from wamdiff2_core.training.config import Recipe, RecipeError
+from wamdiff2_core.training.data import BatchMaker, GlobalOrder, load_samples, shard
+from wamdiff2_core.training.distributed import DistContext, no_sync, resolve_strategy, wrap
+from wamdiff2_core.training.metrics import MetricsLog, Progress
+from wamdiff2_core.training.objectives import build_objective
+from wamdiff2_core.training.validate import effective_block_size, validate
+
+FINAL_DIR = "final"
+hf_logging.disable_progress_bar()
+
+
+def build_student(recipe: Recipe, device: torch.device) -> Wamdiff2Model:
+    """The model a recipe starts from: a preset, or a checkpoint with the recipe's fields."""
+    m = recipe.model
+    bsz = 1 if m.paradigm == "ar" else m.block_size
+    if m.init in PRESETS:
+        return Wamdiff2Model.from_preset(m.init, paradigm=m.paradigm, block_size=bsz,
+                                         seed=m.seed, device=device)
+    model = Wamdiff2Model.from_pretrained(m.init, device=device)
+    return model.with_fields(paradigm=m.paradigm, block_size=bsz)
+
+
+def load_teacher(recipe: Recipe, device: torch.device) -> Wamdiff2Model | None:
+    """The frozen distillation teacher (no gradients, eval mode), or None."""
+    if recipe.objective != "distill":
+        return None
+    teacher = Wamdiff2Model.from_pretrained(recipe.distill.teacher, device=device)
+    teacher.hf.requires_grad_(False)
+    return teacher
+
+
+def param_groups(model: Wamdiff2Model, recipe: Recipe) -> list[dict]:
+    """AdamW groups: vision tower vs the rest, each split into decayed (matrices) and
+    not decayed (norms, biases)."""
+    o = recipe.optim
+    visual = {id(p) for p in model.hf.model.visual.parameters()}
+    groups: dict[tuple[bool, bool], list] = {}
+    for p in model.hf.parameters():
+        if p.requires_grad:
+            groups.setdefault((id(p) in visual, p.ndim >= 2), []).append(p)
+    out = []
+    for (vis, decay), params in sorted(groups.items()):
+        out.append({"params": params, "lr": o.vision_lr if vis else o.lr,
+                    "weight_decay": o.weight_decay if decay else 0.0,
+                    "name": f"{'vision' if vis else 'text'}{'' if decay else '_nodecay'}"})
+    return out
+
+
+def lr_lambda(recipe: Recipe):
+    """Multiplier of the base learning rate at step s: linear warm-up, then cosine down to
+    ``min_lr_ratio``."""
+    o, total = recipe.optim, recipe.train.steps
+
+    def fn(step: int) -> float:
+        if step < o.warmup_steps:
+            return (step + 1) / (o.warmup_steps + 1)
+        span = max(1, total - o.warmup_steps)
+        progress = min(1.0, (step - o.warmup_steps) / span)
+        return o.min_lr_ratio + (1 - o.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+    return fn
+
+
+class Trainer:
+    """Runs one recipe to completion; ``run()`` returns the final checkpoint directory."""
+
+    def __init__(self, recipe: Recipe, resume: bool = False, log=print):
+        self.ctx = DistContext.from_env()
+        validate(recipe, self.ctx.world)
+        self.recipe, self.log = recipe, log if self.ctx.is_main else (lambda *a, **k: None)
+        self.out = Path(recipe.output.dir)
+        t = recipe.train
+        if t.threads:
+            torch.set_num_threads(t.threads)
+        latest = ckpt.latest_checkpoint(self.out)
+        if latest is not None and not resume:
+            raise RecipeError(f"output.dir '{self.out}' already holds checkpoints; pass "
+                              f"--resume to continue that run or choose another output.dir")
+        self.start_step, self.resume_from = 0, latest if resume else None
+        device = self.ctx.device
+        if self.resume_from is not None:
+            self.model = Wamdiff2Model.from_pretrained(self.resume_from / "model", device=device)
+            self.start_step = ckpt.read_state(self.resume_from)["step"]
+        else:
+            self.model = build_student(recipe, device)
+        self.teacher = load_teacher(recipe, device)
+        self.block = effective_block_size(recipe)
+        samples = load_samples(recipe.data.path, recipe.data.split, recipe.data.tasks,
+                               recipe.data.limit)
+        self.batches = BatchMaker(samples, self.model.processor, self.block,
+                                  recipe.data.max_answer_tokens)
+        kept = self.batches.samples
+        self.order = GlobalOrder(len(kept), t.global_batch, t.seed,
+                                 [s.task for s in kept] if recipe.data.group_by_task
+                                 else None)
+        self.objective = build_objective(recipe, self.model, self.teacher)
+        self.model.hf.train()
+        self.strategy = resolve_strategy(t.strategy, self.ctx)
+        self.module = wrap(self.model.hf, self.strategy, self.ctx)
+        self.optimizer = torch.optim.AdamW(param_groups(self.model, recipe),
+                                           betas=tuple(recipe.optim.betas))
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda(recipe))
+        if self.resume_from is not None:
+            self._restore(self.resume_from)
+        self.micro = t.micro_batch
+        self.accum = t.global_batch // (t.micro_batch * self.ctx.world)
+        self.autocast = (torch.autocast(device.type, dtype=torch.bfloat16)
+                         if t.precision == "bf16" else contextlib.nullcontext())
+
+    # ------------------------------------------------------------------ state
+    def _restore(self, path: Path) -> None:
+        state = ckpt.read_state(path)
+        self.optimizer.load_state_dict(ckpt.optimizer_from_files(path))
+        self.scheduler.load_state_dict(state["scheduler"])
+        ckpt.rng_from_files(path, self.ctx.rank)
+        self.log(f"resumed from {path} at step {self.start_step}")
+
+    def _save_model(self, folder: Path) -> None:
+        """The planner-loadable model directory (rank 0 writes; FSDP gathers first)."""
+        if self.strategy == "fsdp":
+            from torch.distributed.fsdp import FullStateDictConfig, StateDictType
+            from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+            cfg = FullStateDictConfig(offload_to_cpu=True, rank0_only=True)
+            with FSDP.state_dict_type(self.module, StateDictType.FULL_STATE_DICT, cfg):
+                sd = self.module.state_dict()
+            if self.ctx.is_main:
+                folder.mkdir(parents=True, exist_ok=True)
+                set_fields(self.model.hf.config, self.model.fields)
+                self.model.hf.save_pretrained(str(folder), state_dict=sd)
+                self.model.processor.save_pretrained(folder)
+        elif self.ctx.is_main:
+            self.model.save_pretrained(folder)
+
+    def _optimizer_state(self) -> dict:
+        if self.strategy == "fsdp":
+            from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+            return FSDP.optim_state_dict(self.module, self.optimizer)
+        return self.optimizer.state_dict()
+
+    def save_checkpoint(self, step: int) -> Path:
+        """Write checkpoint ``step`` atomically (every process takes part)."""
+        root = self.out / "checkpoints"
+        final = root / ckpt.step_dir_name(step)
+        tmp = root / f".tmp-{final.name}"
+        if self.ctx.is_main:
+            ckpt.begin_dir(final)
+        self.ctx.barrier()
+        ckpt.rng_to_files(tmp, self.ctx.rank)
+        self._save_model(tmp / "model")
+        opt_state = self._optimizer_state()
+        if self.ctx.is_main:
+            ckpt.optimizer_to_files(opt_state, tmp)
+            state = {"step": step, "scheduler": self.scheduler.state_dict(),
+                     "world_size": self.ctx.world, "recipe": self.recipe.to_dict()}
+            (tmp / ckpt.STATE_FILE).write_text(json.dumps(state, indent=1))
+            ckpt.commit_dir(tmp, final)
+            ckpt.prune(self.out, self.recipe.output.keep_last)
+        self.ctx.barrier()
+        return final
+
+    def save_final(self, final: Path) -> Path:
+        """Write the planner-loadable final model atomically (every process takes part)."""
+        tmp = final.parent / f".tmp-{final.name}"
+        if self.ctx.is_main:
+            ckpt.begin_dir(final)
+        self.ctx.barrier()
+        self._save_model(tmp)
+        if self.ctx.is_main:
+            (tmp / "training_recipe.yaml").write_text(
+                yaml.safe_dump(self.recipe.to_dict(), sort_keys=False))
+            ckpt.commit_dir(tmp, final)
+        self.ctx.barrier()
+        return final
+
+    # ------------------------------------------------------------------- step
+    def train_step(self, step: int) -> dict[str, float]:
+        """One optimizer step on global batch ``step``; returns its logged values."""
+        g = self.recipe.train.global_batch
+        pairs = list(zip(self.order.indices(step), self.order.positions(step)))
+        micro = shard(pairs, self.ctx.rank, self.ctx.world, self.micro)
+        self.optimizer.zero_grad(set_to_none=True)
+        names, sums, tokens = None, None, 0
+        for k, chunk in enumerate(micro):
+            idx, pos = zip(*chunk)
+            batch = self.batches.make(list(idx), list(pos))
+            with no_sync(self.module, k < len(micro) - 1):
+                with self.autocast:
+                    out = self.objective(self.module, batch, step)
+                # DDP averages gradients over processes: scale so the result is sum / g.
+                (out.loss.sum() * (self.ctx.world / g)).backward()
+            if names is None:
+                names = ["loss", *out.metrics]
+                sums = torch.zeros(len(names) + 1, dtype=torch.float64)
+            vals = [out.loss.detach().sum()] + [v.sum() for v in out.metrics.values()]
+            sums[:-1] += torch.stack([v.double().cpu() for v in vals])
+            tokens += out.tokens
+        sums[-1] = tokens
+        total = self.ctx.sum(sums)
+        clip = self.recipe.optim.grad_clip
+        if clip > 0:
+            norm = torch.nn.utils.clip_grad_norm_(self.module.parameters(), clip)
+        else:
+            norm = torch.zeros(())
+        lrs = {grp["name"]: grp["lr"] for grp in self.optimizer.param_groups}
+        self.optimizer.step()
+        self.scheduler.step()
+        values = {n: float(v) / g for n, v in zip(names, total[:-1])}
+        values.update(grad_norm=float(norm), lr=lrs.get("text", 0.0),
+                      vision_lr=lrs.get("vision", 0.0), tokens=float(total[-1]))
+        return values
+
+    # -------------------------------------------------------------------- run
+    def run(self) -> Path:
+        r, out = self.recipe, self.out
+        final = out / FINAL_DIR
+        if self.ctx.is_main:
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "recipe.yaml").write_text(yaml.safe_dump(r.to_dict(), sort_keys=False))
+        self.ctx.barrier()
+        metrics = MetricsLog(out, r.output.tensorboard, self.start_step) \
+            if self.ctx.is_main else None
+        name = Path(r.output.dir).name
+        self.log(f"[{name}] {r.objective}: {self.model.num_parameters() / 1e6:.2f}M parameters, "
+                 f"block {self.block}, {len(self.batches.samples)} samples "
+                 f"({self.batches.dropped} too long), {self.ctx.world} process(es) "
+                 f"[{self.strategy}], accumulation {self.accum}, steps "
+                 f"{self.start_step}..{r.train.steps}")
+        progress = Progress(r.train.steps, self.start_step, name,
+                            r.output.progress and self.ctx.is_main)
+        t_last, tok_acc = time.perf_counter(), 0.0
+        try:
+            for step in range(self.start_step, r.train.steps):
+                values = self.train_step(step)
+                tok_acc += values.pop("tokens")
+                done = step + 1
+                if done % r.output.log_every == 0 or done == r.train.steps:
+                    now = time.perf_counter()
+                    values["tokens_per_s"] = tok_acc / max(now - t_last, 1e-9)
+                    t_last, tok_acc = now, 0.0
+                    if metrics is not None:
+                        metrics.log(done, values)
+                    progress.update(done, {"loss": values["loss"],
+                                           "tok/s": values["tokens_per_s"]})
+                if done % r.output.save_every == 0 or done == r.train.steps:
+                    self.save_checkpoint(done)
+        finally:
+            progress.close()
+            if metrics is not None:
+                metrics.close()
+        self.save_final(final)
+        self.log(f"[{name}] final model: {final}")
+        return final
+
+
+def train(recipe: Recipe, resume: bool = False, log=print) -> Path:
+    """Run a recipe; returns the final checkpoint directory."""
+    return Trainer(recipe, resume=resume, log=log).run()

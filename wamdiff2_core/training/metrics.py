@@ -1,0 +1,105 @@
+"""Where training progress goes: a progress bar, ``metrics.csv`` and TensorBoard.
+
+On a terminal the progress bar is tqdm's (loss, tokens/s and its ETA); redirected to a file
+it prints one plain line every few seconds instead of carriage-return updates. The CSV keeps
+one row per logged step; a resumed run first drops the rows after its checkpoint so the file
+holds one continuous curve.
+"""
+from __future__ import annotations
+
+import csv
+import sys
+import time
+from pathlib import Path
+
+
+def _fmt_eta(seconds: float) -> str:
+    seconds = int(max(0, seconds))
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+class Progress:
+    """A progress display for steps ``start..total`` (nothing when disabled)."""
+
+    def __init__(self, total: int, start: int, desc: str, enabled: bool = True,
+                 interval_s: float = 10.0, stream=None):
+        self.total, self.start, self.desc = total, start, desc
+        self.stream = stream or sys.stderr
+        self.enabled, self.interval = enabled, interval_s
+        self.t0, self.last = time.perf_counter(), 0.0
+        self.bar = None
+        if enabled and getattr(self.stream, "isatty", lambda: False)():
+            from tqdm import tqdm
+            self.bar = tqdm(total=total, initial=start, desc=desc, file=self.stream,
+                            dynamic_ncols=True)
+
+    def update(self, step: int, values: dict[str, float]) -> None:
+        """Step ``step`` (1-based count of finished steps) is done with these values."""
+        if not self.enabled:
+            return
+        if self.bar is not None:
+            self.bar.update(step - self.bar.n)
+            self.bar.set_postfix({k: f"{v:.4g}" for k, v in values.items()}, refresh=False)
+            return
+        now = time.perf_counter()
+        if now - self.last < self.interval and step < self.total:
+            return
+        self.last = now
+        done = step - self.start
+        rate = done / max(now - self.t0, 1e-9)
+        eta = (self.total - step) / rate if rate > 0 else 0.0
+        vals = " ".join(f"{k} {v:.4g}" for k, v in values.items())
+        print(f"{self.desc} step {step}/{self.total} {vals} ETA {_fmt_eta(eta)}",
+              file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+class MetricsLog:
+    """Rows of scalars to ``metrics.csv`` and (optionally) TensorBoard under ``out/tb``."""
+
+    def __init__(self, out_dir: str | Path, tensorboard: bool = True, resume_step: int = 0):
+        self.path = Path(out_dir) / "metrics.csv"
+        self.fields: list[str] | None = None
+        rows = []
+        if self.path.exists() and resume_step > 0:
+            with self.path.open() as f:
+                reader = csv.DictReader(f)
+                self.fields = reader.fieldnames
+                rows = [r for r in reader if int(r["step"]) <= resume_step]
+        with self.path.open("w", newline="") as f:
+            if self.fields:
+                w = csv.DictWriter(f, self.fields)
+                w.writeheader()
+                w.writerows(rows)
+        self.writer = None
+        if tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+            self.writer = SummaryWriter(str(Path(out_dir) / "tb"), purge_step=resume_step + 1
+                                        if resume_step else None)
+
+    def log(self, step: int, values: dict[str, float]) -> None:
+        row = {"step": step, **values}
+        new = self.fields is None
+        if new:
+            self.fields = list(row)
+        with self.path.open("a", newline="") as f:
+            w = csv.DictWriter(f, self.fields, extrasaction="ignore")
+            if new:
+                w.writeheader()
+            w.writerow(row)
+        if self.writer is not None:
+            for k, v in values.items():
+                self.writer.add_scalar(f"train/{k}", v, step)
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+def read_metrics(out_dir: str | Path) -> list[dict[str, float]]:
+    """The rows of ``out_dir/metrics.csv`` as floats."""
+    with (Path(out_dir) / "metrics.csv").open() as f:
+        return [{k: float(v) for k, v in r.items()} for r in csv.DictReader(f)]
