@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -139,3 +141,13 @@ def test_tasks_and_resolution_options(tmp_path):
     assert Image.open(tmp_path / "small" / records[0]["image"][0]).size == (160, 96)
     with pytest.raises(ValueError):
         GeneratorConfig(episodes=1, tasks=("planning", "driving"))
+
+
+def test_another_process_writes_the_same_bytes(first_run, tmp_path):
+    out, _, _ = first_run
+    target = tmp_path / "cli"
+    subprocess.run([sys.executable, "-m", "wamdiff2_core.cli", "data", "generate", "--out",
+                    str(target), "--episodes", "2", "--frames", "10", "--seed", "3",
+                    "--scenarios", "highway,intersection", "--no-progress"],
+                   check=True, capture_output=True, timeout=120)
+    assert _files(target) == _files(out)
