@@ -26,6 +26,7 @@ import time
 import torch
 
 from wamdiff2_core.decoding.config import DecodeConfig, DecodeStats
+from wamdiff2_core.decoding.fast_ar import fast_ar_decode
 from wamdiff2_core.decoding.graphs import STEP_MODES
 from wamdiff2_core.decoding.prompt import prepare_prompt
 from wamdiff2_core.decoding.reference import DecodeOutput, finish_rows
@@ -43,7 +44,8 @@ class DiffusionState:
                  max_len: int):
         text, dev = runner.text, runner.device
         f = runner.model.fields
-        self.mask_id, self.eoa, self.rule, self.block = f.mask_token_id, f.eoa_token_id, rule, block
+        self.mask_id, self.eoa = f.mask_token_id, f.eoa_token_id
+        self.rule, self.block, self.greedy = rule, block, greedy
         self.cache = text.new_cache(batch, max_len)
         self.attn = runner.new_attention(batch, block, max_len)
         long = dict(dtype=torch.long, device=dev)
@@ -73,7 +75,6 @@ class DiffusionState:
         self.attn.plan([block] * batch)      # a plan must exist before warm-up / capture
         self.denoise = make(denoise if greedy else forward, pool=runner.pool)
         self.commit = make(commit, pool=runner.pool)
-        self.greedy = greedy
 
     def select(self, logits: torch.Tensor, temperature: float, gen, rows: int) -> None:
         """Choose tokens for the first ``rows`` rows and commit them by the rule; sync-free."""
@@ -162,8 +163,6 @@ def fast_diffusion_decode(model: Wamdiff2Model, batch: dict,
 def fast_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = DecodeConfig(),
                 fast: FastConfig = FastConfig()) -> DecodeOutput:
     """Decode with the paradigm the checkpoint was trained for, on the fast path."""
-    from wamdiff2_core.decoding.fast_ar import fast_ar_decode
-
     fn = fast_ar_decode if model.fields.paradigm == "ar" else fast_diffusion_decode
     return fn(model, batch, cfg, fast)
 

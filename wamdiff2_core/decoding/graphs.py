@@ -2,7 +2,7 @@
 
 A *step* is a zero-argument callable that reads and writes preallocated buffers only (inputs,
 the static KV cache, outputs), so it can be compiled once or captured once per shape bucket
-and replayed. Modes (registry ``STEP_MODES``):
+and replayed. Every mode runs it without autograd, wherever it is called from. Modes (registry ``STEP_MODES``):
 
 - ``eager``: call it (the ``enforce_eager`` switch; any device).
 - ``compile``: ``torch.compile`` with static shapes (CPU or GPU; one compilation per bucket,
@@ -20,12 +20,12 @@ Step = Callable[[], object]
 
 
 def eager(fn: Step, **_) -> Step:
-    return fn
+    return torch.no_grad()(fn)
 
 
 def compiled(fn: Step, warmup: int = 2, **_) -> Step:
     """``fn`` compiled with static shapes; compiled now (warm-up calls), not on first use."""
-    step = torch.compile(fn, dynamic=False)
+    step = torch.compile(torch.no_grad()(fn), dynamic=False)
     for _ in range(warmup):
         step()
     return step
@@ -36,6 +36,7 @@ class CudaGraphStep:
     output tensors (which the replay overwrites in place)."""
 
     def __init__(self, fn: Step, pool=None, warmup: int = 2):
+        fn = torch.no_grad()(fn)
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
