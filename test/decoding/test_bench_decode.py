@@ -87,6 +87,7 @@ def test_bench_text_report_as_a_user_runs_it():
     (["--preset", "tiny", "--mode", "graphs"], "CUDA graphs need a CUDA device"),
     (["--preset", "tiny", "--attention", "flashinfer"], "flashinfer backend needs"),
     (["--preset", "tiny", "--batch", "0"], "must be >= 1"),
+    (["--preset", "tiny", "--latency-modes", "eager,warp"], "unknown execution mode"),
 ])
 def test_user_errors_are_one_sentence(args, words, capsys):
     assert main(["bench", "decode"] + args) == 2

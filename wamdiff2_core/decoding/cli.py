@@ -8,6 +8,7 @@ from pathlib import Path
 from wamdiff2_core.cli import CliError, subgroup
 
 AR_TEACHER_SUBDIR = "ar_teacher"      # <checkpoint>/ar_teacher/: the AR teacher, if shipped
+HELDOUT_SUBDIR = "heldout"            # <checkpoint>/heldout/train.json: a held-out set, if shipped
 
 
 def _size(text: str) -> tuple[int, int]:
@@ -32,7 +33,8 @@ def register(subparsers) -> None:
                         "diffusion weights decoded token by token: speed only)")
     p.add_argument("--data", metavar="PATH",
                    help="generated data set (dir with train.json, or a JSON file): prompts "
-                        "and ground truth for planning L2")
+                        "and ground truth for planning L2 (default: CHECKPOINT/heldout if "
+                        "present)")
     p.add_argument("--samples", type=int, default=None,
                    help="prompts to decode (default: 8, at least --batch)")
     p.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
@@ -66,12 +68,18 @@ def register(subparsers) -> None:
     p.set_defaults(func=run_bench_decode)
 
 
+def _bundled():
+    from wamdiff2_core.planner import bundled_checkpoint_path
+
+    return bundled_checkpoint_path()
+
+
 def _load(args):
     """(diffusion model, AR model, trained?, AR is a real teacher?)."""
     from wamdiff2_core.model.modeling import CheckpointError
-    from wamdiff2_core.planner import bundled_checkpoint_path, load_model
+    from wamdiff2_core.planner import load_model
 
-    source = args.checkpoint or args.preset or bundled_checkpoint_path()
+    source = args.checkpoint or args.preset or _bundled()
     if source is None:
         raise CliError("this checkout has no bundled model; pass --checkpoint DIR or "
                        "--preset NAME")
@@ -99,6 +107,20 @@ def _load(args):
     return model, ar, trained, teacher
 
 
+def _latency_modes(text: str | None, model, fast) -> list[str]:
+    """The modes of the latency table (default: eager and the resolved --mode), each checked
+    against the device."""
+    from wamdiff2_core.decoding.graphs import resolve_mode
+    from wamdiff2_core.decoding.runner import runner_for
+
+    try:
+        resolved = runner_for(model, fast).mode
+        modes = text.split(",") if text else ["eager", resolved]
+        return list(dict.fromkeys(resolve_mode(m, model.device) for m in modes))
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+
+
 def run_bench_decode(args) -> int:
     from wamdiff2_core.decoding.bench import (data_samples, run_benchmark,
                                               synthetic_samples)
@@ -119,22 +141,20 @@ def run_bench_decode(args) -> int:
         raise CliError(str(exc)) from None
     model, ar, trained, teacher = _load(args)
     n = max(args.samples or 8, args.batch)
+    data = args.data
+    source = args.checkpoint or (None if args.preset else _bundled())
+    if data is None and source and (Path(source) / HELDOUT_SUBDIR / "train.json").exists():
+        data = Path(source) / HELDOUT_SUBDIR
     try:
-        samples = data_samples(args.data, n) if args.data else \
-            synthetic_samples(n, args.image_size)
+        samples = data_samples(data, n) if data else synthetic_samples(n, args.image_size)
     except (OSError, ValueError, KeyError) as exc:
-        raise CliError(f"cannot read prompts from {args.data}: {exc}") from None
-    from wamdiff2_core.decoding.runner import runner_for
-    try:
-        resolved = runner_for(model, fast).mode
-    except ValueError as exc:
-        raise CliError(str(exc)) from None
-    modes = args.latency_modes.split(",") if args.latency_modes else \
-        list(dict.fromkeys(["eager", resolved]))
+        raise CliError(f"cannot read prompts from {data}: {exc}") from None
+    modes = _latency_modes(args.latency_modes, model, fast)
     report = run_benchmark(model, ar, samples, args.batch, cfg, fast, args.repeats, modes,
                            tokens_per_forward=args.tokens_per_forward, trained=trained,
                            ar_is_teacher=teacher)
-    if trained and not args.data:
+    report["data"] = str(data) if data else None
+    if trained and not data:
         report["notes"].append("no --data: planning L2 not measured (pass a generated data "
                                "set so speed is shown with quality)")
     print(json.dumps(report, indent=2) if args.json else format_report(report))
