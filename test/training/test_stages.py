@@ -9,11 +9,12 @@ from wamdiff2_core.training.engine import Trainer, train
 from conftest import tiny_overrides
 
 
-def fixed_batch_loss(trainer: Trainer) -> float:
-    """Loss of the trainer's objective on the first global batch with fixed noise."""
+def fixed_batch_loss(trainer: Trainer, step: int = 1) -> float:
+    """Loss of the trainer's objective on the first global batch with the noise of ``step``
+    (step 1: not an on-policy step in these tests)."""
     batch = trainer.batches.make(trainer.order.indices(0), trainer.order.positions(0))
     with torch.no_grad():
-        return float(trainer.objective(trainer.model.hf, batch, 0).loss.mean())
+        return float(trainer.objective(trainer.model.hf, batch, step).loss.mean())
 
 
 def run_steps(trainer: Trainer, n: int) -> list[dict]:
@@ -37,14 +38,19 @@ def test_stage_lowers_the_loss_on_a_fixed_batch(tmp_path, toy_data, objective, b
     assert after < 0.8 * before, (before, after)
 
 
-@pytest.mark.parametrize("divergence,on_policy", [("jsd", 0), ("forward_kl", 0),
-                                                  ("reverse_kl", 2)])
+@pytest.fixture(scope="module")
+def block4_teacher(tmp_path_factory, toy_data, ar_checkpoint):
+    """A block-4 diffusion teacher made from the AR checkpoint (one training step)."""
+    out = tmp_path_factory.mktemp("teacher")
+    return train(build_recipe({}, tiny_overrides(toy_data, out, block=4)
+                              + [f"model.init={ar_checkpoint}", "train.steps=1"]),
+                 log=lambda *a: None)
+
+
+@pytest.mark.parametrize("divergence,on_policy", [("jsd", 0), ("reverse_kl", 2)])
 def test_distillation_lowers_the_loss_and_never_touches_the_teacher(
-        tmp_path, toy_data, ar_checkpoint, divergence, on_policy):
-    # A block-4 diffusion teacher made from the AR checkpoint (two training steps).
-    teacher_dir = train(build_recipe({}, tiny_overrides(toy_data, tmp_path / "t", block=4)
-                                     + [f"model.init={ar_checkpoint}", "train.steps=1"]),
-                        log=lambda *a: None)
+        tmp_path, toy_data, block4_teacher, divergence, on_policy):
+    teacher_dir = block4_teacher
     trainer = trainer_for(tmp_path / "s", tiny_overrides(toy_data, tmp_path / "s", "distill",
                                                          block=8, init=str(teacher_dir)) + [
         f"distill.teacher={teacher_dir}", "distill.teacher_block_size=4",
@@ -58,6 +64,9 @@ def test_distillation_lowers_the_loss_and_never_touches_the_teacher(
     after = fixed_batch_loss(trainer)
     assert after < before, (before, after)
     assert all(s["kd"] >= 0 for s in steps)
+    if on_policy:   # on-policy steps drop the CE term (its target is the student's output)
+        assert steps[0]["loss"] == pytest.approx(steps[0]["kd"])
+        assert steps[1]["loss"] != pytest.approx(steps[1]["kd"])
     assert all(p.grad is None and not p.requires_grad for p in teacher.hf.parameters())
     for k, v in teacher.hf.state_dict().items():
         assert torch.equal(v, snapshot[k]), k
