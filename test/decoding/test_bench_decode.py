@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from PIL import Image
 
 from wamdiff2_core import tasks
@@ -15,7 +16,17 @@ from wamdiff2_core.decoding.bench import Sample, data_samples, planning_l2
 
 WAMDIFF2 = [str(Path(sys.executable).parent / "wamdiff2")]
 TINY = ["bench", "decode", "--preset", "tiny", "--block-size", "4", "--max-new-tokens", "8",
-        "--samples", "2", "--batch", "2"]
+        "--samples", "2", "--batch", "2", "--threads", "1"]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Small matmuls on two OpenMP threads stall for milliseconds each when the 2-core CI
+    machine is busy; one thread keeps this file fast (and changes no result)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
 
 
 def test_planning_l2_averages_parsed_answers_and_counts_failures():

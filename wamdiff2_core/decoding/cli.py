@@ -64,6 +64,9 @@ def register(subparsers) -> None:
                         "(e.g. the bundled model's)")
     p.add_argument("--image-size", type=_size, default=(320, 180), metavar="WxH",
                    help="size of the synthetic camera images without --data (default 320x180)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="CPU threads for torch (default: torch's; 1 is steadier on a busy "
+                        "machine)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run_bench_decode)
 
@@ -130,6 +133,12 @@ def run_bench_decode(args) -> int:
 
     if args.batch < 1 or (args.samples is not None and args.samples < 1):
         raise CliError("--batch and --samples must be >= 1")
+    if args.threads is not None:
+        if args.threads < 1:
+            raise CliError("--threads must be >= 1")
+        import torch
+
+        torch.set_num_threads(args.threads)
     try:
         cfg = DecodeConfig(block_size=args.block_size, steps_per_block=args.steps,
                            threshold=args.threshold, commit_rule=args.commit_rule,
