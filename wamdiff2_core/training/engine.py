@@ -224,7 +224,9 @@ class Trainer:
         sums[-1] = tokens
         total = self.ctx.sum(sums)
         clip = self.recipe.optim.grad_clip
-        if clip > 0:
+        if clip > 0 and hasattr(self.module, "clip_grad_norm_"):   # FSDP: sharded norm
+            norm = self.module.clip_grad_norm_(clip)
+        elif clip > 0:
             norm = torch.nn.utils.clip_grad_norm_(self.module.parameters(), clip)
         else:
             norm = torch.zeros(())
