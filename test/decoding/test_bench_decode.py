@@ -83,6 +83,16 @@ def test_bench_reports_three_decoders_on_the_same_prompts(tmp_path, capsys):
     assert r["trained"] is False and any("untrained" in n for n in r["notes"])
 
 
+def test_a_checkpoint_without_data_is_measured_on_fresh_simulator_frames(tmp_path, capsys,
+                                                                         tiny_diffusion):
+    tiny_diffusion.save_pretrained(tmp_path / "ckpt")
+    assert main(["bench", "decode", "--checkpoint", str(tmp_path / "ckpt"), "--block-size",
+                 "4", "--max-new-tokens", "8", "--samples", "2", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["trained"] is True and "simulator episodes" in r["data"]
+    assert all(d["l2"]["samples"] == 2 for d in r["decoders"].values())
+
+
 def test_bench_text_report_as_a_user_runs_it():
     r = subprocess.run(WAMDIFF2 + TINY + ["--samples", "1", "--batch", "1",
                                           "--tokens-per-forward", "4"],

@@ -73,6 +73,27 @@ def data_samples(path: str | Path, n: int) -> list[Sample]:
     return out
 
 
+HELDOUT_SEED = 4242          # a simulator seed no bundled training data uses
+FRAMES_PER_EPISODE = 4
+
+
+def generated_samples(n: int, seed: int = HELDOUT_SEED) -> list[Sample]:
+    """``n`` planning samples with ground truth from fresh simulator episodes (the data
+    generator of ``wamdiff2 data generate``, planning task only, in a temporary directory).
+    Needs the ``sim`` extra."""
+    import tempfile
+
+    from wamdiff2_core.sim.episode import EpisodeConfig
+    from wamdiff2_core.sim.generator import GeneratorConfig, generate
+
+    episodes = -(-n // FRAMES_PER_EPISODE)
+    with tempfile.TemporaryDirectory(prefix="wamdiff2-bench-") as tmp:
+        generate(tmp, GeneratorConfig(episodes=episodes, seed=seed, tasks=("planning",),
+                                      episode=EpisodeConfig(frames=FRAMES_PER_EPISODE)),
+                 progress=False)
+        return data_samples(tmp, n)
+
+
 @dataclass
 class DecoderResult:
     """Totals of one decoder over every batch and repeat."""

@@ -19,6 +19,7 @@ def format_report(r: dict) -> str:
     lines = [f"decode benchmark: {r['device']} {r['dtype']}, {r['parameters'] / 1e6:.1f}M "
              f"parameters, block {r['block_size']}, rule {r['decode']['commit_rule']}, "
              f"batch {r['batch']}, {r['samples']} prompts x {r['repeats']} repeat(s)",
+             f"prompts: {r.get('data') or 'synthetic (random images, no ground truth)'}",
              f"fast decoder: mode {fast['resolved_mode']}, attention "
              f"{fast['resolved_attention']}, done-check every {fast['sync_every']} step(s)",
              ""]

@@ -33,8 +33,8 @@ def register(subparsers) -> None:
                         "diffusion weights decoded token by token: speed only)")
     p.add_argument("--data", metavar="PATH",
                    help="generated data set (dir with train.json, or a JSON file): prompts "
-                        "and ground truth for planning L2 (default: CHECKPOINT/heldout if "
-                        "present)")
+                        "and ground truth for planning L2 (default for a trained checkpoint: "
+                        "CHECKPOINT/heldout if present, else fresh simulator episodes)")
     p.add_argument("--samples", type=int, default=None,
                    help="prompts to decode (default: 8, at least --batch)")
     p.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
@@ -125,8 +125,8 @@ def _latency_modes(text: str | None, model, fast) -> list[str]:
 
 
 def run_bench_decode(args) -> int:
-    from wamdiff2_core.decoding.bench import (data_samples, run_benchmark,
-                                              synthetic_samples)
+    from wamdiff2_core.decoding.bench import (HELDOUT_SEED, data_samples, generated_samples,
+                                              run_benchmark, synthetic_samples)
     from wamdiff2_core.decoding.bench_report import format_report
     from wamdiff2_core.decoding.config import DecodeConfig
     from wamdiff2_core.decoding.runner import FastConfig
@@ -154,8 +154,20 @@ def run_bench_decode(args) -> int:
     source = args.checkpoint or (None if args.preset else _bundled())
     if data is None and source and (Path(source) / HELDOUT_SUBDIR / "train.json").exists():
         data = Path(source) / HELDOUT_SUBDIR
+    notes = []
     try:
-        samples = data_samples(data, n) if data else synthetic_samples(n, args.image_size)
+        if data:
+            samples = data_samples(data, n)
+        elif trained:
+            try:
+                samples = generated_samples(n)
+                data = f"simulator episodes, seed {HELDOUT_SEED} (generated for this run)"
+            except ImportError as exc:
+                notes.append(f"no --data and the simulator is not installed ({exc.name}): "
+                             "planning L2 not measured")
+                samples = synthetic_samples(n, args.image_size)
+        else:
+            samples = synthetic_samples(n, args.image_size)
     except (OSError, ValueError, KeyError) as exc:
         raise CliError(f"cannot read prompts from {data}: {exc}") from None
     modes = _latency_modes(args.latency_modes, model, fast)
@@ -163,8 +175,6 @@ def run_bench_decode(args) -> int:
                            tokens_per_forward=args.tokens_per_forward, trained=trained,
                            ar_is_teacher=teacher)
     report["data"] = str(data) if data else None
-    if trained and not data:
-        report["notes"].append("no --data: planning L2 not measured (pass a generated data "
-                               "set so speed is shown with quality)")
+    report["notes"] += notes
     print(json.dumps(report, indent=2) if args.json else format_report(report))
     return 0
