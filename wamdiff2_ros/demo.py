@@ -45,7 +45,7 @@ class DemoConfig:
     compressed: bool = False               # replay the JPEG topic (image_transport compressed)
     domain_id: int | None = None           # None: one derived from this process id
     startup_timeout_s: float = 120.0
-    drain_timeout_s: float = 20.0          # after the last frame, for the last outputs
+    drain_timeout_s: float = 60.0          # at most, after the last frame, for its answer
     verbose: bool = True
 
 
@@ -185,14 +185,34 @@ class FrameMatcher:
                    if o.published_at is not None)
 
     def drain(self, recorder: OutputRecorder, timeout_s: float) -> None:
-        """Wait until every sent frame is answered, or `timeout_s` passed with no output."""
+        """Wait until every sent frame is answered, or the node has nothing left to do
+        (its /diagnostics count every received frame as planned or dropped), or at most
+        `timeout_s`."""
+        sent = sum(o.published_at is not None for o in self.outcomes.values())
         deadline = time.monotonic() + timeout_s
+        idle_since = None
         while time.monotonic() < deadline:
-            before = self._seen
-            if recorder.wait(lambda: self.update(recorder), 0.5):
+            if recorder.wait(lambda: self.update(recorder), 0.2):
                 return
-            if self._seen != before:
-                deadline = max(deadline, time.monotonic() + 5.0)
+            if _node_idle(recorder, sent):
+                idle_since = idle_since or time.monotonic()
+                if time.monotonic() - idle_since > 1.0:     # its last messages are out
+                    return
+            else:
+                idle_since = None
+
+
+def _node_idle(recorder: OutputRecorder, sent: int) -> bool:
+    """The node's latest counters: it received `sent` frames and finished or dropped each."""
+    diagnostics = recorder.messages("/diagnostics")
+    if not diagnostics:
+        return False
+    values = diagnostics_values(diagnostics[-1].raw)
+    count = {k: int(values.get(k, "0") or 0) for k in ("frames_received", "frames_planned",
+                                                         "dropped_frames", "stale_frames")}
+    return count["frames_received"] >= sent and (
+        count["frames_planned"] + count["dropped_frames"] + count["stale_frames"]
+        >= count["frames_received"])
 
 
 def _wait_active(cfg: DemoConfig, node: NodeProcess, recorder: OutputRecorder) -> None:
