@@ -141,32 +141,45 @@ class DecoderResult:
 Decoder = Callable[[Wamdiff2Model, dict, DecodeConfig], object]
 
 
-def run_decoder(name: str, fn: Decoder, model: Wamdiff2Model, samples: Sequence[Sample],
-                batch: int, cfg: DecodeConfig, repeats: int = 1) -> DecoderResult:
-    """Decode every sample in batches of ``batch``, ``repeats`` times, after one untimed
-    warm-up batch (which builds caches, compiles or captures graphs)."""
-    proc = model.processor
+@dataclass
+class DecoderSpec:
+    """One decoder of the comparison: a decode function, its model and settings."""
+    name: str
+    fn: Decoder
+    model: Wamdiff2Model
+    cfg: DecodeConfig
+
+
+def run_decoders(specs: Sequence[DecoderSpec], samples: Sequence[Sample], batch: int,
+                 repeats: int = 1) -> dict[str, DecoderResult]:
+    """Decode every sample in batches of ``batch`` with each decoder, ``repeats`` times,
+    after one untimed warm-up batch per decoder (which builds caches, compiles or captures
+    graphs). The decoders take turns on each batch, so a machine whose load drifts during
+    the run slows them alike."""
     batches = [samples[i:i + batch] for i in range(0, len(samples), batch)]
-    encoded = [proc.encode_prompts([s.prompt for s in b], [s.images for s in b])
-               for b in batches]
-    fn(model, encoded[0], cfg)
-    res = DecoderResult(name)
+    encoded = {sp.name: [sp.model.processor.encode_prompts([s.prompt for s in b],
+                                                           [s.images for s in b])
+                         for b in batches] for sp in specs}
+    for sp in specs:
+        sp.fn(sp.model, encoded[sp.name][0], sp.cfg)
+    results = {sp.name: DecoderResult(sp.name) for sp in specs}
     for r in range(repeats):
-        last = r == repeats - 1
-        for enc in encoded:
-            out = fn(model, enc, cfg)
-            st = out.stats
-            res.tokens += st.tokens
-            res.decode_ms += st.decode_ms
-            res.prefill_ms += st.prefill_ms
-            res.forwards += st.forwards
-            res.blocks += st.blocks
-            res.calls += 1
-            if last:
-                res.sequences += out.sequences
-                res.texts += [proc.decode_answer(s) for s in out.sequences]
-    res.l2 = planning_l2(res.texts, samples)
-    return res
+        for i in range(len(batches)):
+            for sp in specs:
+                out = sp.fn(sp.model, encoded[sp.name][i], sp.cfg)
+                res, st = results[sp.name], out.stats
+                res.tokens += st.tokens
+                res.decode_ms += st.decode_ms
+                res.prefill_ms += st.prefill_ms
+                res.forwards += st.forwards
+                res.blocks += st.blocks
+                res.calls += 1
+                if r == repeats - 1:
+                    res.sequences += out.sequences
+                    res.texts += [sp.model.processor.decode_answer(q) for q in out.sequences]
+    for res in results.values():
+        res.l2 = planning_l2(res.texts, samples)
+    return results
 
 
 def planning_l2(texts: Sequence[str], samples: Sequence[Sample]) -> dict | None:
@@ -256,14 +269,10 @@ def run_benchmark(model: Wamdiff2Model, ar_model: Wamdiff2Model, samples: Sequen
     ar_cfg = DecodeConfig(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
                           seed=cfg.seed)
     fast_fn = lambda m, b, c: fast_decode(m, b, c, fast)             # noqa: E731
-    runs = {
-        "ar_optimised": run_decoder("ar_optimised", fast_fn, ar_model, samples, batch, ar_cfg,
-                                    repeats),
-        "diffusion_reference": run_decoder("diffusion_reference", reference_decode, model,
-                                           samples, batch, cfg, repeats),
-        "diffusion_fast": run_decoder("diffusion_fast", fast_fn, model, samples, batch, cfg,
-                                      repeats),
-    }
+    runs = run_decoders([DecoderSpec("ar_optimised", fast_fn, ar_model, ar_cfg),
+                         DecoderSpec("diffusion_reference", reference_decode, model, cfg),
+                         DecoderSpec("diffusion_fast", fast_fn, model, cfg)],
+                        samples, batch, repeats)
     ar, ref, fst = (runs[n] for n in DECODER_NAMES)
     ratios = {"fast_vs_ar": fst.tokens_per_s / ar.tokens_per_s,
               "fast_vs_reference": fst.tokens_per_s / ref.tokens_per_s,
