@@ -134,6 +134,26 @@ def test_state_is_reused_and_grows_for_longer_requests(diffusion_model, camera_i
     assert grown.cache.max_len > state.cache.max_len
 
 
+def test_threads_sharing_a_model_take_turns(diffusion_model, camera_images, prompts):
+    """Two planners on one model share the runner's buffers; concurrent calls must not mix."""
+    import threading
+
+    batches = [encode(diffusion_model, prompts[i:], camera_images[i:], 1) for i in range(4)]
+    cfg = DecodeConfig(max_new_tokens=8)
+    want = [diffusion_decode(diffusion_model, b, cfg).sequences for b in batches]
+    got = [None] * 4
+
+    def work(i):
+        got[i] = fast_decode(diffusion_model, batches[i], cfg).sequences
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == want
+
+
 class HostSyncSpy(TorchDispatchMode):
     """Records ops that make the host wait for a device: reading a value (.item(), bool()),
     nonzero, and indexing with boolean masks."""

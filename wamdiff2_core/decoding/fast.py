@@ -100,6 +100,13 @@ def fast_diffusion_decode(model: Wamdiff2Model, batch: dict,
                           fast: FastConfig = FastConfig()) -> DecodeOutput:
     """Block-diffusion decode of an encoded prompt batch; same tokens as the reference."""
     runner = runner_for(model, fast)
+    with runner.lock:
+        return _diffusion_decode(runner, model, batch, cfg)
+
+
+def _diffusion_decode(runner: FastRunner, model: Wamdiff2Model, batch: dict,
+                      cfg: DecodeConfig) -> DecodeOutput:
+    """The decode itself; the caller holds ``runner.lock``."""
     k = cfg.block_size or model.fields.block_size
     schedule = transfer_schedule(k, cfg.steps_per_block or k)
     eoa = model.fields.eoa_token_id

@@ -76,6 +76,13 @@ def fast_ar_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = Decode
                    fast: FastConfig = FastConfig()) -> DecodeOutput:
     """Token-by-token decode of a next-token model; same tokens as the reference."""
     runner = runner_for(model, fast)
+    with runner.lock:
+        return _ar_decode(runner, model, batch, cfg)
+
+
+def _ar_decode(runner: FastRunner, model: Wamdiff2Model, batch: dict,
+               cfg: DecodeConfig) -> DecodeOutput:
+    """The decode itself; the caller holds ``runner.lock``."""
     mask_id, eoa = model.fields.mask_token_id, model.fields.eoa_token_id
     gen = torch.Generator(device=model.device).manual_seed(cfg.seed)
     rows = batch["input_ids"].shape[0]

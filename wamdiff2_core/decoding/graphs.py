@@ -2,7 +2,8 @@
 
 A *step* is a zero-argument callable that reads and writes preallocated buffers only (inputs,
 the static KV cache, outputs), so it can be compiled once or captured once per shape bucket
-and replayed. Every mode runs it without autograd, wherever it is called from. Modes (registry ``STEP_MODES``):
+and replayed. Every mode runs it without autograd, wherever it is called from. Modes
+(registry ``STEP_MODES``):
 
 - ``eager``: call it (the ``enforce_eager`` switch; any device).
 - ``compile``: ``torch.compile`` with static shapes (CPU or GPU; one compilation per bucket,

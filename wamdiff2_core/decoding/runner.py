@@ -10,6 +10,7 @@ returns the runner of a model, creating it on first use.
 """
 from __future__ import annotations
 
+import threading
 import time
 import weakref
 from dataclasses import dataclass
@@ -81,6 +82,9 @@ class FastRunner:
         self.pool = new_pool(self.mode)
         self.states: dict[tuple, object] = {}
         self.build_s = 0.0                 # time spent building states (compile / capture)
+        # States hold one call's buffers: calls from several threads (planners sharing
+        # weights) take turns.
+        self.lock = threading.Lock()
 
     # ------------------------------------------------------------------ shapes
     def bucket(self, batch: int) -> int:
