@@ -30,8 +30,8 @@ class FastConfig:
     """How the fast decoders run (the tokens never depend on it).
 
     mode: "auto" (CUDA graphs on a GPU, eager on a CPU) | "eager" | "compile" | "graphs".
-    attention: "auto" (FlashInfer where installed on a GPU with a bf16/fp16 model, else SDPA)
-        | "sdpa" | "flashinfer".
+    attention: "auto" (FlashInfer where installed on a GPU with a bf16/fp16 model, outside
+        "compile" mode; else SDPA) | "sdpa" | "flashinfer".
     enforce_eager: debugging switch, overrides ``mode``.
     sync_every: denoising steps (AR: tokens) between two host checks of the done flags;
         None: 1 on a CPU (a check costs nothing there), 2 on a GPU.
@@ -76,7 +76,10 @@ class FastRunner:
         self.text = StaticTextModel(model)
         self.device = self.text.device
         self.mode = resolve_mode(cfg.mode, self.device, cfg.enforce_eager)
-        self.attention = resolve_attention(cfg.attention, self.device, self.text.dtype,
+        # torch.compile would trace into FlashInfer's Python planning code: compiled steps
+        # use SDPA unless FlashInfer is asked for by name.
+        wanted = "sdpa" if cfg.attention == "auto" and self.mode == "compile" else cfg.attention
+        self.attention = resolve_attention(wanted, self.device, self.text.dtype,
                                            self.text.head_dim)
         self.sync_every = cfg.sync_every or (2 if self.device.type == "cuda" else 1)
         self.pool = new_pool(self.mode)
