@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+import warnings
 import weakref
 from dataclasses import dataclass
 
@@ -111,7 +112,17 @@ class FastRunner:
         if st is None or st.cache.max_len < needed_len:
             t0 = time.perf_counter()
             self.states.pop(key, None)
-            st = build(self.cache_len(needed_len))
+            try:
+                st = build(self.cache_len(needed_len))
+            except Exception as exc:                   # noqa: BLE001 - any kernel failure
+                if not (self.attention == "flashinfer" and self.cfg.attention == "auto"):
+                    raise
+                # FlashInfer was only preferred, not asked for: keep decoding with SDPA.
+                warnings.warn(f"FlashInfer failed while building a decoder state ({exc}); "
+                              "falling back to SDPA attention")
+                self.attention = "sdpa"
+                self.states.clear()
+                st = build(self.cache_len(needed_len))
             sync(self.device)
             self.build_s += time.perf_counter() - t0
             self.states[key] = st
