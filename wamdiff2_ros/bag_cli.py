@@ -170,6 +170,9 @@ def _register_eval(group) -> None:
                    help="comma-separated: planning, detection (default both)")
     p.add_argument("--limit", type=int, default=None, metavar="N", help="first N frames only")
     p.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="torch CPU threads (default: torch's; 1 is far faster when other "
+                        "processes keep the cores busy)")
     p.add_argument("--block-size", type=int, default=None, help="decode block size")
     p.add_argument("--steps-per-block", type=int, default=None,
                    help="denoising steps per block")
@@ -196,6 +199,11 @@ def _eval(args) -> int:
     if unknown or not tasks:
         raise ArgumentValueError(f"--tasks must be a subset of {', '.join(TASKS)}, got "
                                  f"{args.tasks!r}")
+    if args.threads is not None:
+        if args.threads < 1:
+            raise ArgumentValueError(f"--threads must be >= 1, got {args.threads}")
+        import torch
+        torch.set_num_threads(args.threads)
     report = Path(args.report)
     frames = None if args.no_frames else Path(args.frames) if args.frames else \
         report.with_name(f"{report.stem}_frames")
@@ -271,6 +279,9 @@ def _register_demo(subparsers) -> None:
     p.add_argument("--rate", type=float, default=1.0, help="replay speed (default 1.0)")
     p.add_argument("--compressed", action="store_true",
                    help="replay the JPEG topic into ~/input/image/compressed")
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="the node's torch threads (OMP_NUM_THREADS; 1 is far faster when "
+                        "other processes keep the cores busy)")
     p.add_argument("--domain-id", type=int, default=None,
                    help="ROS_DOMAIN_ID (default: one of this process's own)")
     p.add_argument("--param", action="append", default=[], metavar="NAME:=VALUE",
@@ -294,9 +305,12 @@ def _demo(args) -> int:
         raise ArgumentValueError(f"--domain-id must be in 0..232, got {args.domain_id}")
     if args.rate <= 0:
         raise ArgumentValueError(f"--rate must be positive, got {args.rate}")
+    if args.threads is not None and args.threads < 1:
+        raise ArgumentValueError(f"--threads must be >= 1, got {args.threads}")
     cfg = DemoConfig(out=Path(args.out), bag=Path(args.bag) if args.bag else SAMPLE_BAG,
                      checkpoint=args.checkpoint, overrides=overrides, rate=args.rate,
-                     compressed=args.compressed, domain_id=args.domain_id,
+                     compressed=args.compressed, threads=args.threads,
+                     domain_id=args.domain_id,
                      startup_timeout_s=args.startup_timeout,
                      verbose=not args.quiet)
     run_demo(cfg)

@@ -43,6 +43,7 @@ class DemoConfig:
     overrides: dict = field(default_factory=dict)   # extra node parameters
     rate: float = 1.0
     compressed: bool = False               # replay the JPEG topic (image_transport compressed)
+    threads: int | None = None             # the node's torch threads (OMP_NUM_THREADS)
     domain_id: int | None = None           # None: one derived from this process id
     startup_timeout_s: float = 120.0
     drain_timeout_s: float = 60.0          # at most, after the last frame, for its answer
@@ -125,7 +126,8 @@ def run_demo(cfg: DemoConfig) -> dict:
         overrides = node_overrides(cfg)
         _say(cfg, f"[demo] starting planner_node on ROS_DOMAIN_ID={domain} "
                   f"({', '.join(f'{k}={v}' for k, v in overrides.items())})")
-        node = NodeProcess(domain, cfg.out / "planner_node.log", overrides)
+        env = {"OMP_NUM_THREADS": str(cfg.threads)} if cfg.threads else None
+        node = NodeProcess(domain, cfg.out / "planner_node.log", overrides, env=env)
         try:
             live = _run_live(cfg, bag, topics, replayed, domain, node, outcomes, out_bag)
         finally:
@@ -194,7 +196,7 @@ class FrameMatcher:
         while time.monotonic() < deadline:
             if recorder.wait(lambda: self.update(recorder), 0.2):
                 return
-            if _node_idle(recorder, sent):
+            if node_idle(recorder, sent):
                 idle_since = idle_since or time.monotonic()
                 if time.monotonic() - idle_since > 1.0:     # its last messages are out
                     return
@@ -202,7 +204,7 @@ class FrameMatcher:
                 idle_since = None
 
 
-def _node_idle(recorder: OutputRecorder, sent: int) -> bool:
+def node_idle(recorder: OutputRecorder, sent: int) -> bool:
     """The node's latest counters: it received `sent` frames and finished or dropped each."""
     diagnostics = recorder.messages("/diagnostics")
     if not diagnostics:
@@ -360,6 +362,12 @@ def format_table(report: dict) -> str:
         lines.append(f"node: planner {diag['planner_ms.p50']} ms p50, "
                      f"{diag.get('parse_failures', '0')} parse failures, "
                      f"{diag.get('dropped_frames', '0')} dropped frames")
+    dropped = report["counts"].get("dropped", 0)
+    if dropped and lat["p50"]:
+        lines.append(f"{dropped} frame{'s' if dropped > 1 else ''} dropped: the node keeps only "
+                     f"the newest frame while it "
+                     f"plans, and it answers in ~{lat['p50']:.0f} ms; --rate "
+                     f"{_slow_rate(lat['p50'], report):g} gives it time for every frame")
     ol = (report.get("open_loop") or {}).get("planning")
     if ol:
         def fmt(v):
@@ -370,3 +378,14 @@ def format_table(report: dict) -> str:
                      f"/{ol['num_records']}")
     lines.append(f"wrote {report['output_bag']}, {report['frames_dir']}/, report.json")
     return "\n".join(lines)
+
+
+def _slow_rate(latency_ms: float, report: dict) -> float:
+    """A replay rate at which frames come no faster than the node answers them."""
+    stamps = [r["t"] for r in report["per_frame"]]
+    gaps = [b - a for a, b in zip(stamps, stamps[1:]) if b > a]
+    gap_s = min(gaps) if gaps else 0.5
+    for rate in (0.5, 0.25, 0.2, 0.1, 0.05):
+        if gap_s / rate * 1e3 >= 1.5 * latency_ms:
+            return rate
+    return 0.05
