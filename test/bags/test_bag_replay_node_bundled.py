@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from nav_msgs.msg import Path
 from rclpy.serialization import deserialize_message
 from bag_live import OUT, camera_stamps, replay_into_node, status_stamps
 
@@ -19,13 +20,12 @@ pytestmark = pytest.mark.ros
                            "an untrained preset never produces a parseable path")
 def test_replay_of_the_sample_bag_gives_paths_for_the_replayed_frames(ros_domain, tmp_path):
     recorder = replay_into_node(SAMPLE_BAG, ros_domain, tmp_path, {}, rate=1.0,
-                                 timeout_s=60)
+                                timeout_s=60)
     stamps = set(camera_stamps(SAMPLE_BAG))
     answered = status_stamps(recorder)
     paths = {header_stamp_ns(r.raw): r for r in recorder.messages(OUT.path)}
     assert answered <= stamps and len(answered) >= len(stamps) // 3
     assert paths and set(paths) <= answered             # every path answers a replayed frame
-    from nav_msgs.msg import Path
     for item in paths.values():
         path = deserialize_message(item.raw, Path)
         xy = np.array([[p.pose.position.x, p.pose.position.y] for p in path.poses])
