@@ -25,3 +25,9 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_slow)
         if "gpu" in item.keywords and not has_cuda:
             item.add_marker(skip_gpu)
+
+
+# One torch thread per process: on the 2-core machines, two-thread matrix products stall for
+# milliseconds whenever another process (a node under test, a subprocess) is busy, which made
+# whole test files ten times slower. Subprocesses inherit the variable.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
