@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+import torch
 
 from wamdiff2_core import tasks
 from wamdiff2_core.model.modeling import Wamdiff2Model
@@ -27,3 +28,13 @@ def prompts():
             tasks.qa_prompt("Is the left lane free?"),
             tasks.detection_prompt(),
             tasks.planning_prompt("straight", (3.0, 0.0), (-1.0, 0.1))]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Small matmuls on two OpenMP threads stall for milliseconds each when the 2-core CI
+    machine is busy; one thread keeps each file fast (and changes no result)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

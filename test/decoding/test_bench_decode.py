@@ -19,16 +19,6 @@ TINY = ["bench", "decode", "--preset", "tiny", "--block-size", "4", "--max-new-t
         "--samples", "2", "--batch", "2", "--threads", "1"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Small matmuls on two OpenMP threads stall for milliseconds each when the 2-core CI
-    machine is busy; one thread keeps this file fast (and changes no result)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def test_planning_l2_averages_parsed_answers_and_counts_failures():
     truth = np.zeros((8, 2))
     samples = [Sample("p", [], truth), Sample("p", [], truth), Sample("p", [], None)]

@@ -18,16 +18,6 @@ from wamdiff2_core.model.modeling import Wamdiff2Model
 RULES = ["low_confidence_dynamic", "low_confidence_static", "sequential"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Small matmuls on two OpenMP threads stall for milliseconds each when the 2-core CI
-    machine is busy; one thread keeps this file fast (and changes no result)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def early_eoa(model: Wamdiff2Model, token: int) -> Wamdiff2Model:
     """End-of-answer wins wherever ``token`` would have (with a positive logit)."""
     w = model.hf.lm_head.weight

@@ -12,16 +12,6 @@ from wamdiff2_core.model import masks
 from wamdiff2_core.model.modeling import new_cache
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Small matmuls on two OpenMP threads stall for milliseconds each when the 2-core CI
-    machine is busy; one thread keeps this file fast (and changes no result)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def test_load_prefill_packs_rows_and_write_hits_slots():
     dyn = new_cache_like(layers=2, batch=2, heads=1, width=5, dim=3)
     cache = StaticKVCache(2, 2, 1, 8, 3, torch.float32, "cpu")
