@@ -49,7 +49,7 @@ PRESETS: dict[str, Preset] = {
         vision=dict(depth=4, hidden_size=128, num_heads=4, intermediate_size=512,
                     out_hidden_size=320, deepstack_visual_indexes=[1, 3],
                     num_position_embeddings=256),
-        max_pixels=256 * 144, notes="~20M parameters; cross-scale distillation teacher"),
+        max_pixels=256 * 144, notes="~15.6M parameters; cross-scale distillation teacher"),
     "qwen3-vl-2b": Preset(
         name="qwen3-vl-2b", tokenizer="qwen",
         text=dict(hidden_size=2048, num_hidden_layers=28, num_attention_heads=16,
