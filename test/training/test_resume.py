@@ -80,3 +80,14 @@ def test_atomic_dir_leaves_nothing_on_failure(tmp_path):
     assert not (tmp_path / "final").exists()
     ckpt.atomic_dir(tmp_path / "final", lambda f: (f / "b").write_text("y"))
     assert [p.name for p in (tmp_path / "final").iterdir()] == ["b"]
+
+
+def test_resume_refuses_a_different_recipe(tmp_path, toy_data):
+    from wamdiff2_core.training.config import RecipeError, build_recipe
+    from wamdiff2_core.training.engine import Trainer, train
+
+    args = tiny_overrides(toy_data, tmp_path) + ["train.steps=1", "data.limit=4"]
+    train(build_recipe({}, args), log=lambda *a: None)
+    with pytest.raises(RecipeError, match="recipe key 'optim.lr' was 0.001 and is now 0.002"):
+        Trainer(build_recipe({}, args + ["optim.lr=2e-3"]), resume=True)
+    Trainer(build_recipe({}, args + ["train.threads=1", "output.log_every=3"]), resume=True)

@@ -87,6 +87,32 @@ def lr_lambda(recipe: Recipe):
     return fn
 
 
+# Keys that may change between a run and its resumption (they do not change the results).
+RESUMABLE_CHANGES = ("output.", "train.threads", "train.micro_batch", "train.strategy")
+
+
+def _flatten(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def check_same_run(saved: dict, current: dict, path: Path) -> None:
+    """RecipeError naming the first key in which ``current`` differs from the recipe of the
+    checkpoint being resumed (output paths, threads and the batch split may differ)."""
+    a, b = _flatten(saved), _flatten(current)
+    for key in sorted(set(a) | set(b)):
+        if key.startswith(RESUMABLE_CHANGES):
+            continue
+        if a.get(key) != b.get(key):
+            raise RecipeError(f"cannot resume {path}: recipe key '{key}' was {a.get(key)!r} "
+                              f"and is now {b.get(key)!r}")
+
+
 class Trainer:
     """Runs one recipe to completion; ``run()`` returns the final checkpoint directory."""
 
@@ -105,8 +131,10 @@ class Trainer:
         self.start_step, self.resume_from = 0, latest if resume else None
         device = self.ctx.device
         if self.resume_from is not None:
+            state = ckpt.read_state(self.resume_from)
+            check_same_run(state["recipe"], recipe.to_dict(), self.resume_from)
             self.model = Wamdiff2Model.from_pretrained(self.resume_from / "model", device=device)
-            self.start_step = ckpt.read_state(self.resume_from)["step"]
+            self.start_step = state["step"]
         else:
             self.model = build_student(recipe, device)
         self.teacher = load_teacher(recipe, device)
