@@ -3,6 +3,7 @@ counter) and the next good frame is planned. One node process serves the whole m
 from __future__ import annotations
 
 import math
+import time
 
 import cv2
 import numpy as np
@@ -173,8 +174,9 @@ def test_several_cameras_plan_together_and_a_missing_one_is_reported(running):
     client.wait_for(lambda: _counter(client, "camera_missing") == before + 1, 60,
                     "a camera_missing diagnostic")
     left.publish(rgb_image_msg(frames[1].rgb, client.now(), "camera_left"))
+    time.sleep(0.3)                       # the left frame must reach the node before the front
     t = client.now()
     front.publish(rgb_image_msg(frames[2].rgb, t))
-    client.wait_answered(t)                                            # both images planned
+    client.wait_answered(t, timeout=120)                               # both images planned
     assert node.alive()
     _use(client, "raw")                                                # back to one camera
