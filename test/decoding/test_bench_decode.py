@@ -94,7 +94,7 @@ def test_bench_text_report_as_a_user_runs_it():
 
 @pytest.mark.parametrize("args, words", [
     (["--checkpoint", "/nonexistent/ckpt"], "does not exist"),
-    (["--preset", "tiny", "--mode", "graphs"], "CUDA graphs need a CUDA device"),
+    (["--preset", "tiny", "--mode", "graphs"], "captures CUDA graphs and needs a CUDA device"),
     (["--preset", "tiny", "--attention", "flashinfer"], "flashinfer backend needs"),
     (["--preset", "tiny", "--batch", "0"], "must be >= 1"),
     (["--preset", "tiny", "--latency-modes", "eager,warp"], "unknown execution mode"),

@@ -50,6 +50,17 @@ def test_ar_graphs_equal_reference(cuda_models, camera_images, prompts, rows):
         reference_decode(model, batch, cfg).sequences
 
 
+def test_compiled_graphs_equal_reference(cuda_models, camera_images, prompts):
+    """torch.compile, then capture: still the reference's tokens (fp32, SDPA)."""
+    model = cuda_models["diffusion"]
+    batch = model.processor.encode_prompts(prompts[:2], [[i] for i in camera_images[:2]])
+    cfg = DecodeConfig(block_size=4, max_new_tokens=12)
+    fast = FastConfig(mode="compile-graphs")
+    assert runner_for(model, fast).mode == "compile-graphs"
+    assert fast_decode(model, batch, cfg, fast).sequences == \
+        reference_decode(model, batch, cfg).sequences
+
+
 def _flashinfer():
     return pytest.importorskip("flashinfer", reason="needs the gpu extra (flashinfer-python)")
 
@@ -72,24 +83,25 @@ def test_flashinfer_attention_matches_sdpa(qo_len):
 
 
 @pytest.fixture(scope="module")
-def hd64_model():
-    """A tiny model with a head size FlashInfer ships kernels for, in bf16."""
+def hd128_model():
+    """A tiny model in bf16 with the 2B shape's head size (128), so FlashInfer needs the same
+    kernel here as for the benchmark (one JIT build on a machine without prebuilt kernels)."""
     tiny = presets.PRESETS["tiny"]
-    text = dict(tiny.text, hidden_size=256, num_attention_heads=4, num_key_value_heads=2,
-                head_dim=64, rope_parameters=presets._mrope(64))
+    text = dict(tiny.text, hidden_size=256, num_attention_heads=2, num_key_value_heads=1,
+                head_dim=128, rope_parameters=presets._mrope(128))
     vision = dict(tiny.vision, out_hidden_size=256)
-    presets.PRESETS["tiny-hd64"] = presets.Preset("tiny-hd64", "tiny-bpe", text, vision,
-                                                  tiny.max_pixels)
+    presets.PRESETS["tiny-hd128"] = presets.Preset("tiny-hd128", "tiny-bpe", text, vision,
+                                                   tiny.max_pixels)
     try:
-        return Wamdiff2Model.from_preset("tiny-hd64", block_size=32, device="cuda",
+        return Wamdiff2Model.from_preset("tiny-hd128", block_size=32, device="cuda",
                                          dtype=torch.bfloat16)
     finally:
-        del presets.PRESETS["tiny-hd64"]
+        del presets.PRESETS["tiny-hd128"]
 
 
-def test_flashinfer_graphs_replay_equals_flashinfer_eager(hd64_model, camera_images, prompts):
+def test_flashinfer_graphs_replay_equals_flashinfer_eager(hd128_model, camera_images, prompts):
     _flashinfer()
-    model = hd64_model
+    model = hd128_model
     batch = model.processor.encode_prompts(prompts[:2], [[i] for i in camera_images[:2]])
     cfg = DecodeConfig(max_new_tokens=64, steps_per_block=8)
     graphs = fast_decode(model, batch, cfg, FastConfig(mode="graphs", attention="flashinfer"))

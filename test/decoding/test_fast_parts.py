@@ -87,8 +87,9 @@ def test_cpu_resolution_and_user_errors():
     assert resolve_mode("compile", "cpu") == "compile"
     assert resolve_mode("compile", "cpu", enforce_eager=True) == "eager"
     assert resolve_attention("auto", "cpu", torch.bfloat16, 128) == "sdpa"
-    with pytest.raises(ValueError, match="CUDA graphs need a CUDA device"):
-        resolve_mode("graphs", "cpu")
+    for mode in ("graphs", "compile-graphs"):
+        with pytest.raises(ValueError, match="captures CUDA graphs and needs a CUDA device"):
+            resolve_mode(mode, "cpu")
     with pytest.raises(ValueError, match="flashinfer backend needs a CUDA device"):
         resolve_attention("flashinfer", "cpu", torch.bfloat16, 128)
     with pytest.raises(ValueError, match="unknown attention backend"):

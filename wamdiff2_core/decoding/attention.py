@@ -56,7 +56,8 @@ class SdpaAttention:
         # Head h reads kv head h // rep: group each kv head's query heads along the query axis.
         qg = q.permute(0, 2, 1, 3).reshape(b, self.hkv, rep * n, d)        # (B, Hkv, rep*K, D)
         o = F.scaled_dot_product_attention(qg, k, v, attn_mask=meta, scale=self.scale)
-        return o.view(b, hq, n, d).transpose(1, 2).reshape(b, n, hq * d)
+        # reshape, not view: CUDA kernels may return o with the query axis not contiguous.
+        return o.reshape(b, hq, n, d).transpose(1, 2).reshape(b, n, hq * d)
 
 
 class FlashInferAttention:

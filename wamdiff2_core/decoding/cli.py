@@ -48,7 +48,8 @@ def register(subparsers) -> None:
     p.add_argument("--commit-rule", default="low_confidence_dynamic",
                    choices=["low_confidence_dynamic", "low_confidence_static", "sequential"])
     p.add_argument("--max-new-tokens", type=int, default=128)
-    p.add_argument("--mode", default="auto", choices=["auto", "eager", "compile", "graphs"],
+    p.add_argument("--mode", default="auto",
+                   choices=["auto", "eager", "compile", "graphs", "compile-graphs"],
                    help="fast decoders' execution (auto: CUDA graphs on a GPU, eager on CPU)")
     p.add_argument("--attention", default="auto", choices=["auto", "sdpa", "flashinfer"])
     p.add_argument("--flashinfer-backend", default="auto", choices=["auto", "fa2", "fa3"],

