@@ -1,7 +1,8 @@
 """Each commit rule commits what it promises, on hand-made confidences."""
 import torch
 
-from wamdiff2_core.decoding.remasking import commit_mask, transfer_schedule
+from wamdiff2_core.decoding.remasking import (commit_mask, confidence_rank,
+                                              low_confidence_dynamic, transfer_schedule)
 
 CONF = torch.tensor([[0.95, 0.20, 0.91, 0.50, 0.99, 0.30]])
 
@@ -51,3 +52,14 @@ def test_transfer_schedule_spreads_the_block_over_the_budget():
     assert transfer_schedule(4, 10) == [1, 1, 1, 1]
     for k, s in [(32, 5), (7, 3), (1, 1)]:
         assert sum(transfer_schedule(k, s)) == k
+
+
+def test_dynamic_top_pick_is_rank_zero_with_ties():
+    """The dynamic rule's argmax pick is ``confidence_rank``'s rank 0, ties to the left."""
+    g = torch.Generator().manual_seed(0)
+    for _ in range(200):
+        conf = torch.randint(0, 4, (3, 8), generator=g).float() / 4     # many ties
+        masked = torch.rand(3, 8, generator=g) < 0.6
+        got = low_confidence_dynamic(conf, masked, 1, False, 2.0)     # threshold never met
+        want = masked & (confidence_rank(conf, masked) == 0)
+        assert torch.equal(got, want)

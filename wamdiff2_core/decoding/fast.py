@@ -73,8 +73,8 @@ class DiffusionState:
 
         make = STEP_MODES[runner.mode]
         self.attn.plan([block] * batch)      # a plan must exist before warm-up / capture
-        self.denoise = make(denoise if greedy else forward, pool=runner.pool)
-        self.commit = make(commit, pool=runner.pool)
+        self.denoise = make(denoise if greedy else forward, pool=runner.pool, device=dev)
+        self.commit = make(commit, pool=runner.pool, device=dev)
 
     def select(self, logits: torch.Tensor, temperature: float, gen, rows: int) -> None:
         """Choose tokens for the first ``rows`` rows and commit them by the rule; sync-free."""

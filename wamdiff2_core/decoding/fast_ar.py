@@ -53,7 +53,8 @@ class ARState:
             self.select(forward(), 0.0, None, batch)
 
         self.attn.plan([1] * batch)          # a plan must exist before warm-up / capture
-        self.step = STEP_MODES[runner.mode](step if greedy else forward, pool=runner.pool)
+        self.step = STEP_MODES[runner.mode](step if greedy else forward, pool=runner.pool,
+                                             device=runner.device)
 
     def select(self, logits: torch.Tensor, temperature: float, gen, rows: int) -> None:
         """Next token of the first ``rows`` rows (end-of-answer once a row has ended)."""

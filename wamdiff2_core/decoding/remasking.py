@@ -38,9 +38,11 @@ def position_rank(masked: torch.Tensor) -> torch.Tensor:
 
 def low_confidence_dynamic(confidence, masked, quota, last, threshold):
     """Commit every masked position with confidence >= threshold, and at least the single
-    most confident masked one."""
-    rank = confidence_rank(confidence, masked)
-    return masked & ((confidence >= threshold) | (rank == 0) | last)
+    most confident masked one (the leftmost on ties: ``argmax`` returns the first maximum, the
+    same position as rank 0 of ``confidence_rank``, without its two sorts)."""
+    key = torch.where(masked, confidence, torch.full_like(confidence, float("-inf")))
+    top = torch.arange(key.shape[-1], device=key.device) == key.argmax(-1, keepdim=True)
+    return masked & ((confidence >= threshold) | top | last)
 
 
 def low_confidence_static(confidence, masked, quota, last, threshold):
