@@ -149,7 +149,7 @@ def odometry_msg(stamp_ns: int, x: float, y: float, yaw: float, velocity: np.nda
 def ground_truth_path_msg(ego_future: np.ndarray, stamp_ns: int):
     """The expert's 8 future waypoints (base_link at the frame); pose i stamped t + 0.5 (i+1)."""
     path = outputs.path_msg(ego_future, stamp(stamp_ns), BASE_FRAME)
-    for i, pose in enumerate(path.poses):   # a header of its own (path_msg shares one)
+    for i, pose in enumerate(path.poses):   # each pose stamped with its own future time
         pose.header = Header(stamp=stamp(stamp_ns + (i + 1) * 500_000_000),
                              frame_id=BASE_FRAME)
     return path

@@ -62,10 +62,10 @@ def path_msg(waypoints: np.ndarray, stamp: Time, frame_id: str,
     wp = np.asarray(waypoints, dtype=np.float64).reshape(-1, 2)
     yaw0 = origin[2]
     points = transform_2d(wp, *origin)                            # (N, 2)
-    header = Header(stamp=stamp, frame_id=frame_id)
-    msg = Path(header=header)
+    msg = Path(header=Header(stamp=stamp, frame_id=frame_id))
     for (px, py), heading in zip(points, headings(wp) + yaw0):
-        pose = PoseStamped(header=header)
+        # each pose its own Header: a consumer that edits one pose's header edits only it
+        pose = PoseStamped(header=Header(stamp=stamp, frame_id=frame_id))
         pose.pose.position = Point(x=float(px), y=float(py), z=0.0)
         pose.pose.orientation = quaternion_from_yaw(float(heading))
         msg.poses.append(pose)

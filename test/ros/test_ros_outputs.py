@@ -30,6 +30,9 @@ def test_path_has_one_pose_per_waypoint_with_headings_and_the_given_stamp():
         assert pose.header.stamp == stamp and pose.header.frame_id == "base_link"
         assert (pose.pose.position.x, pose.pose.position.y) == pytest.approx((x, y))
         assert _yaw(pose.pose.orientation) == pytest.approx(math.atan2(0.5, 1.0))
+    # every pose has a header of its own: editing one leaves the path and the others alone
+    path.poses[0].header.frame_id = "edited"
+    assert path.header.frame_id == path.poses[1].header.frame_id == "base_link"
 
 
 def test_standing_still_keeps_the_previous_heading():
