@@ -212,7 +212,7 @@ def token_agreement(a: Sequence[list[int]], b: Sequence[list[int]]) -> float:
     return same / total if total else 1.0
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def forward_latency(model: Wamdiff2Model, sample: Sample, batch: int, block: int,
                     fast: FastConfig, reps: int = 20) -> dict:
     """Milliseconds per forward of the fast decoders' steps (batch ``batch`` of one prompt):

@@ -100,7 +100,7 @@ def fast_diffusion_decode(model: Wamdiff2Model, batch: dict,
                           fast: FastConfig = FastConfig()) -> DecodeOutput:
     """Block-diffusion decode of an encoded prompt batch; same tokens as the reference."""
     runner = runner_for(model, fast)
-    with runner.lock:
+    with runner.lock, runner.no_autograd():
         return _diffusion_decode(runner, model, batch, cfg)
 
 

@@ -77,7 +77,7 @@ def fast_ar_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = Decode
                    fast: FastConfig = FastConfig()) -> DecodeOutput:
     """Token-by-token decode of a next-token model; same tokens as the reference."""
     runner = runner_for(model, fast)
-    with runner.lock:
+    with runner.lock, runner.no_autograd():
         return _ar_decode(runner, model, batch, cfg)
 
 

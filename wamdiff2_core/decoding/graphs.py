@@ -25,7 +25,9 @@ Step = Callable[[], object]
 
 
 def eager(fn: Step, **_) -> Step:
-    return torch.no_grad()(fn)
+    # inference mode (no version counters, no autograd bookkeeping): ~10-15% less per-op
+    # overhead than no_grad, which is most of a small model's eager step
+    return torch.inference_mode()(fn)
 
 
 def compiled(fn: Step, warmup: int = 2, device: torch.device | str | None = None,

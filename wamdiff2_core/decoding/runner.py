@@ -92,6 +92,12 @@ class FastRunner:
         # weights) take turns.
         self.lock = threading.Lock()
 
+    def no_autograd(self):
+        """The context a decode runs in: inference mode in eager mode (less per-op overhead;
+        the state's buffers become inference tensors, only ever touched by decodes), no_grad
+        for compiled steps and CUDA graphs."""
+        return torch.inference_mode() if self.mode == "eager" else torch.no_grad()
+
     # ------------------------------------------------------------------ shapes
     def bucket(self, batch: int) -> int:
         """The batch size a state is built for: the smallest bucket that holds ``batch``
