@@ -63,13 +63,13 @@ def _planning_results(planner, root, records):
 
 
 def test_plans_on_simulator_frames_parse_and_are_plausible(planner, frames):
-    """The interim CPU bundle does not parse on every frame (its parse rate is in the
-    training note); at least one plan of the episode parses and every parsed plan is
-    plausible: finite, and 4 s ahead within 25% of the expert's distance (+2 m)."""
+    """Every plan of the fresh episode parses (the model parses ~77% of held-out plans, see
+    its model card; greedy decoding makes this episode's outcome fixed) and is plausible:
+    finite, and 4 s ahead within 25% of the expert's distance (+2 m)."""
     root, records = frames
     results = _planning_results(planner, root, records)
     parsed = [(r, p) for r, p in results if not isinstance(p, Exception)]
-    assert parsed, [str(p) for _, p in results]
+    assert len(parsed) == len(results) == 3, [str(p) for _, p in results]
     for record, result in parsed:
         assert result.waypoints.shape == (8, 2) and np.isfinite(result.waypoints).all()
         expert = np.asarray(record["meta"]["ego_future"])
@@ -78,7 +78,9 @@ def test_plans_on_simulator_frames_parse_and_are_plausible(planner, frames):
 
 
 def test_detections_and_answers_parse(planner, frames):
-    """Detection answers are valid box lists or one AnswerParseError; QA answers are text."""
+    """Detection answers are valid box lists or one AnswerParseError (the tiny model detects
+    poorly: mAP 0 on held-out frames); every QA answer is one of its question's answers."""
+    from wamdiff2_core.evaluation.qa import in_answer_set
     from wamdiff2_core.tasks import AnswerParseError
 
     root, records = frames
@@ -91,7 +93,7 @@ def test_detections_and_answers_parse(planner, frames):
     qa = [r for r in records if r["task"] == "qa"]
     for record in qa:
         answer = planner.answer([_image(root, record)], record["meta"]["question"])
-        assert isinstance(answer.text, str) and answer.text.strip()
+        assert in_answer_set(answer.text, record["meta"]["answer_set"]), answer.text
 
 
 def test_plan_cli_uses_the_bundle(planner, frames, capsys):

@@ -58,7 +58,7 @@ def test_pipeline_bad_plan_and_cli_errors(tmp_path, toy_data, capsys):
     assert "does not exist" in capsys.readouterr().err
 
 
-@pytest.mark.slow  # nine stages, including the `small` teacher: minutes on the CI machine
+@pytest.mark.slow  # ten stages, including the `small` teacher: minutes on the CI machine
 def test_shipped_pipeline_one_step_per_stage(tmp_path, toy_data):
     assert main(["pipeline", "--preset", "tiny", "--data", str(toy_data), "--out",
                  str(tmp_path), "--steps-scale", "0.001"] + FAST) == 0
