@@ -110,7 +110,10 @@ def _lookahead_point(points: np.ndarray, position: np.ndarray, distance: float
         return _point_at(starts, seg, lengths, cumulative, target_s)
     end = starts[-1] + seg[-1]
     chord = end - _point_at(starts, seg, lengths, cumulative, max(total - EXTEND_CHORD_M, 0.0))
-    return end + chord / np.linalg.norm(chord) * (target_s - total)
+    norm = np.linalg.norm(chord)
+    if norm < 1e-6:          # the path came back to where the chord starts: last segment
+        chord, norm = seg[-1], lengths[-1]
+    return end + chord / norm * (target_s - total)
 
 
 class TrackingController:
