@@ -178,13 +178,14 @@ class FrameMatcher:
                     outcome.markers_at = item.at
 
     def update(self, recorder: OutputRecorder) -> bool:
-        """Take in what arrived since the last call; True when every sent frame is answered."""
+        """Take in what arrived since the last call; True when every sent frame is answered
+        in full. A frame's markers are its last output (the node publishes the Path, then
+        detects, then the markers), so a Path alone is not the end of its answer."""
         items = recorder.messages()
         for item in items[self._seen:]:
             self._on_output(item)
         self._seen = len(items)
-        return all(o.path_at or o.markers_at for o in self.outcomes.values()
-                   if o.published_at is not None)
+        return all(o.markers_at for o in self.outcomes.values() if o.published_at is not None)
 
     def drain(self, recorder: OutputRecorder, timeout_s: float) -> None:
         """Wait until every sent frame is answered, or the node has nothing left to do
