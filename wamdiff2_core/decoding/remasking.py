@@ -23,10 +23,15 @@ def transfer_schedule(block_size: int, steps: int) -> list[int]:
     return [base + (1 if s < extra else 0) for s in range(steps)]
 
 
+def _masked_confidence(confidence: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:
+    """Confidence of the masked positions, -inf elsewhere (committed positions never win)."""
+    return torch.where(masked, confidence, torch.full_like(confidence, float("-inf")))
+
+
 def confidence_rank(confidence: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:
     """Rank (0 = most confident) of each masked position among its row's masked positions;
     unmasked positions rank after all masked ones. Ties break towards the left."""
-    key = torch.where(masked, confidence, torch.full_like(confidence, float("-inf")))
+    key = _masked_confidence(confidence, masked)
     order = torch.argsort(key, dim=-1, descending=True, stable=True)       # (B, K)
     return torch.argsort(order, dim=-1, stable=True)                        # (B, K)
 
@@ -40,7 +45,7 @@ def low_confidence_dynamic(confidence, masked, quota, last, threshold):
     """Commit every masked position with confidence >= threshold, and at least the single
     most confident masked one (the leftmost on ties: ``argmax`` returns the first maximum, the
     same position as rank 0 of ``confidence_rank``, without its two sorts)."""
-    key = torch.where(masked, confidence, torch.full_like(confidence, float("-inf")))
+    key = _masked_confidence(confidence, masked)
     top = torch.arange(key.shape[-1], device=key.device) == key.argmax(-1, keepdim=True)
     return masked & ((confidence >= threshold) | top | last)
 
