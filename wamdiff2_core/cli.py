@@ -26,6 +26,21 @@ class CliError(Exception):
     """A user-facing error: printed as one sentence, exit code 2."""
 
 
+def check_threads(threads: int | None) -> None:
+    """A `--threads N` value: None (torch's default) or N >= 1; ValueError otherwise."""
+    if threads is not None and threads < 1:
+        raise ValueError(f"--threads must be >= 1, got {threads}")
+
+
+def apply_threads(threads: int | None) -> None:
+    """`--threads N`: torch's CPU threads for this whole process (None: left as they are)."""
+    check_threads(threads)
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
 def subgroup(subparsers, name: str, help: str):
     """The sub-subparsers of command group `name` (e.g. `eval`, `bench`), created once.
 

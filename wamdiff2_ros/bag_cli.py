@@ -199,11 +199,9 @@ def _eval(args) -> int:
     if unknown or not tasks:
         raise ArgumentValueError(f"--tasks must be a subset of {', '.join(TASKS)}, got "
                                  f"{args.tasks!r}")
-    if args.threads is not None:
-        if args.threads < 1:
-            raise ArgumentValueError(f"--threads must be >= 1, got {args.threads}")
-        import torch
-        torch.set_num_threads(args.threads)
+    from wamdiff2_core.cli import apply_threads
+
+    _checked(apply_threads, args.threads)
     report = Path(args.report)
     frames = None if args.no_frames else Path(args.frames) if args.frames else \
         report.with_name(f"{report.stem}_frames")
@@ -305,8 +303,9 @@ def _demo(args) -> int:
         raise ArgumentValueError(f"--domain-id must be in 0..232, got {args.domain_id}")
     if args.rate <= 0:
         raise ArgumentValueError(f"--rate must be positive, got {args.rate}")
-    if args.threads is not None and args.threads < 1:
-        raise ArgumentValueError(f"--threads must be >= 1, got {args.threads}")
+    from wamdiff2_core.cli import check_threads
+
+    _checked(check_threads, args.threads)
     cfg = DemoConfig(out=Path(args.out), bag=Path(args.bag) if args.bag else SAMPLE_BAG,
                      checkpoint=args.checkpoint, overrides=overrides, rate=args.rate,
                      compressed=args.compressed, threads=args.threads,

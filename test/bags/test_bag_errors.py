@@ -179,3 +179,11 @@ def test_existing_outputs_are_never_overwritten(small_bag, tmp_path, capsys):
     assert_one_clear_error(code, err, "already exists")
     assert sorted(p.name for p in out_dir.iterdir()) == ["report.json"]
     assert (out_dir / "report.json").read_text() == "{}"
+
+
+@pytest.mark.parametrize("command", ["eval", "demo"])
+def test_zero_threads_is_one_clear_error(command, small_bag, tmp_path, capsys):
+    argv = eval_argv(small_bag, tmp_path / "out", "--threads", "0") if command == "eval" else \
+        ["demo", "--out", str(tmp_path / "out"), "--threads", "0"]
+    assert_one_clear_error(*run_cli(argv, capsys), "--threads must be >= 1, got 0")
+    assert_nothing_written(tmp_path / "out")

@@ -97,6 +97,7 @@ def test_bench_text_report_as_a_user_runs_it():
     (["--preset", "tiny", "--mode", "graphs"], "captures CUDA graphs and needs a CUDA device"),
     (["--preset", "tiny", "--attention", "flashinfer"], "flashinfer backend needs"),
     (["--preset", "tiny", "--batch", "0"], "must be >= 1"),
+    (["--preset", "tiny", "--threads", "0"], "--threads must be >= 1, got 0"),
     (["--preset", "tiny", "--latency-modes", "eager,warp"], "unknown execution mode"),
 ])
 def test_user_errors_are_one_sentence(args, words, capsys):

@@ -5,7 +5,7 @@ import argparse
 import json
 from pathlib import Path
 
-from wamdiff2_core.cli import CliError, subgroup
+from wamdiff2_core.cli import CliError, apply_threads, subgroup
 
 AR_TEACHER_SUBDIR = "ar_teacher"      # <checkpoint>/ar_teacher/: the AR teacher, if shipped
 HELDOUT_SUBDIR = "heldout"            # <checkpoint>/heldout/train.json: a held-out set, if shipped
@@ -134,12 +134,10 @@ def run_bench_decode(args) -> int:
 
     if args.batch < 1 or (args.samples is not None and args.samples < 1):
         raise CliError("--batch and --samples must be >= 1")
-    if args.threads is not None:
-        if args.threads < 1:
-            raise CliError("--threads must be >= 1")
-        import torch
-
-        torch.set_num_threads(args.threads)
+    try:
+        apply_threads(args.threads)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     try:
         cfg = DecodeConfig(block_size=args.block_size, steps_per_block=args.steps,
                            threshold=args.threshold, commit_rule=args.commit_rule,
