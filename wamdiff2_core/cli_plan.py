@@ -5,6 +5,7 @@ import argparse
 import json
 
 from wamdiff2_core.cli import CliError
+from wamdiff2_core.decoding.config import COMMIT_RULES
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,8 +25,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threshold", type=float, default=0.9,
                         help="confidence threshold of the dynamic commit rule (default 0.9)")
     parser.add_argument("--commit-rule", default="low_confidence_dynamic",
-                        choices=["low_confidence_dynamic", "low_confidence_static",
-                                 "sequential"])
+                        choices=list(COMMIT_RULES))
     parser.add_argument("--backend", default="reference",
                         help="decoder backend: reference | fast (default: reference)")
 

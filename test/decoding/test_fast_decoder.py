@@ -8,14 +8,14 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from wamdiff2_core.decoding.config import DecodeConfig
+from wamdiff2_core.decoding.config import COMMIT_RULES, DecodeConfig
 from wamdiff2_core.decoding.fast import fast_decode, fast_diffusion_decode
 from wamdiff2_core.decoding.fast_ar import fast_ar_decode
 from wamdiff2_core.decoding.reference import ar_decode, diffusion_decode
 from wamdiff2_core.decoding.runner import FastConfig, runner_for
 from wamdiff2_core.model.modeling import Wamdiff2Model
 
-RULES = ["low_confidence_dynamic", "low_confidence_static", "sequential"]
+RULES = list(COMMIT_RULES)
 
 
 def early_eoa(model: Wamdiff2Model, token: int) -> Wamdiff2Model:

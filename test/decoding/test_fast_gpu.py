@@ -10,7 +10,7 @@ import torch
 
 from wamdiff2_core.cli import main
 from wamdiff2_core.decoding.attention import FlashInferAttention, SdpaAttention
-from wamdiff2_core.decoding.config import DecodeConfig
+from wamdiff2_core.decoding.config import COMMIT_RULES, DecodeConfig
 from wamdiff2_core.decoding.fast import fast_decode
 from wamdiff2_core.decoding.reference import decode as reference_decode
 from wamdiff2_core.decoding.runner import FastConfig, runner_for
@@ -18,7 +18,7 @@ from wamdiff2_core.model import presets
 from wamdiff2_core.model.modeling import Wamdiff2Model
 
 pytestmark = pytest.mark.gpu
-RULES = ["low_confidence_dynamic", "low_confidence_static", "sequential"]
+RULES = list(COMMIT_RULES)
 GRAPHS = FastConfig(mode="graphs", attention="sdpa")
 
 

@@ -1,6 +1,7 @@
 """Each commit rule commits what it promises, on hand-made confidences."""
 import torch
 
+from wamdiff2_core.decoding.config import COMMIT_RULES
 from wamdiff2_core.decoding.remasking import (commit_mask, confidence_rank,
                                               low_confidence_dynamic, transfer_schedule)
 
@@ -26,6 +27,20 @@ def test_static_commits_the_quota_of_most_confident():
     assert got.tolist() == [[True, False, False, False, True, False]]
 
 
+def test_budget_commits_above_threshold_and_at_least_the_quota():
+    masked = torch.tensor([[True, True, True, True, False, True]])
+    # above the threshold: 0.95 and 0.91 (more than the quota of 1)
+    got = commit_mask("low_confidence_budget", CONF, masked, 1, False, 0.9)
+    assert got.tolist() == [[True, False, True, False, False, False]]
+    # a quota of 3: the two confident ones and the next most confident (0.50)
+    got = commit_mask("low_confidence_budget", CONF, masked, 3, False, 0.9)
+    assert got.tolist() == [[True, False, True, True, False, False]]
+    # nothing confident: exactly the quota, most confident first
+    masked = torch.tensor([[False, True, False, True, False, True]])
+    got = commit_mask("low_confidence_budget", CONF, masked, 2, False, 0.9)
+    assert got.tolist() == [[False, False, False, True, False, True]]
+
+
 def test_sequential_commits_leftmost_masked():
     masked = torch.tensor([[False, True, True, False, True, True]])
     got = commit_mask("sequential", CONF, masked, 2, False, 0.9)
@@ -34,7 +49,7 @@ def test_sequential_commits_leftmost_masked():
 
 def test_last_step_commits_every_masked_position():
     masked = torch.tensor([[True, True, False, True, True, True]])
-    for rule in ("low_confidence_dynamic", "low_confidence_static", "sequential"):
+    for rule in COMMIT_RULES:
         got = commit_mask(rule, CONF, masked, 1, True, 0.9)
         assert torch.equal(got, masked), rule
 

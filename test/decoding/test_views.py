@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from wamdiff2_core.decoding.config import DecodeConfig
+from wamdiff2_core.decoding.config import COMMIT_RULES, DecodeConfig
 from wamdiff2_core.decoding.prompt import prepare_prompt
 from wamdiff2_core.decoding.reference import _Context, ar_decode, diffusion_decode
 from wamdiff2_core.diffusion.layout import ar_inputs, diffusion_inputs
@@ -53,8 +53,7 @@ def test_ar_training_view_equals_cached_decode(tiny_ar, camera_images, prompts):
                                        atol=1e-4, rtol=0)
 
 
-@pytest.mark.parametrize("rule", ["low_confidence_dynamic", "low_confidence_static",
-                                  "sequential"])
+@pytest.mark.parametrize("rule", COMMIT_RULES)
 @pytest.mark.parametrize("bs", [1, 4, 32])
 def test_cached_equals_uncached_diffusion(tiny_diffusion, camera_images, prompts, rule, bs):
     batch = tiny_diffusion.processor.encode_prompts(prompts[:2], [[camera_images[0]],

@@ -109,3 +109,31 @@ def test_plan_cli_uses_the_bundle(planner, frames, capsys):
                  "--acceleration", *map(str, meta["acceleration"]), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     np.testing.assert_allclose(np.asarray(out["waypoints"]), result.waypoints)
+
+
+@pytest.mark.parametrize("rule,steps", [("low_confidence_dynamic", None),
+                                        ("low_confidence_budget", 8)])
+def test_fast_decoder_equals_reference_on_the_trained_model(planner, frames, rule, steps):
+    """A trained model's confidences cross the threshold (a random tiny model's never do, so
+    the decoder tests there only reach the rules' quota and top-1 branches): here the fast
+    decoder gives the reference's tokens with the threshold branch in play, one prompt at a
+    time and as a padded batch of all prompts."""
+    from wamdiff2_core.decoding.config import DecodeConfig
+    from wamdiff2_core.decoding.fast import fast_decode
+    from wamdiff2_core.decoding.reference import decode as reference_decode
+    from wamdiff2_core.tasks import record_prompt_and_answer
+
+    root, records = frames
+    model = planner.model
+    prompts = [record_prompt_and_answer(r)[0] for r in records]
+    images = [[_image(root, r)] for r in records]
+    cfg = DecodeConfig(commit_rule=rule, steps_per_block=steps)
+    tokens = forwards = 0
+    for batch in [model.processor.encode_prompts([p], [i]) for p, i in zip(prompts, images)] \
+            + [model.processor.encode_prompts(prompts, images)]:
+        ref = reference_decode(model, batch, cfg)
+        fast = fast_decode(model, batch, cfg)
+        assert fast.sequences == ref.sequences
+        assert fast.stats.forwards == ref.stats.forwards
+        tokens, forwards = tokens + ref.stats.tokens, forwards + ref.stats.forwards
+    assert tokens / forwards > 1.5                   # steps committed several tokens

@@ -10,7 +10,10 @@ FlashInfer; SDPA gets the equivalent (B, 1, 1, L) key-validity mask.
 Backends (registry ``ATTENTION_BACKENDS``):
 
 - ``sdpa``: ``torch.nn.functional.scaled_dot_product_attention`` with grouped-query heads
-  packed into the query axis (no key/value repetition). Any device.
+  packed into the query axis (no key/value repetition). Any device. With ``trim`` (eager
+  mode, where shapes need not stay fixed) it reads only the first ``max(kv_lens)`` slots of
+  the cache that ``plan`` was given, and builds no mask at all when every row sees the same
+  number of keys (batch 1): a cache sized for the longest request is mostly empty early on.
 - ``flashinfer``: FlashInfer's batch prefill kernel over a paged cache with one page per row
   (HND layout, page size = the cache length). CUDA only; ``plan`` runs on the host before
   each block (AR: each token), outside any CUDA graph.
@@ -37,14 +40,26 @@ class SdpaAttention:
     name = "sdpa"
 
     def __init__(self, num_q_heads: int, num_kv_heads: int, head_dim: int, scale: float,
-                 **_):
+                 trim: bool = False, **_):
         self.hq, self.hkv, self.d, self.scale = num_q_heads, num_kv_heads, head_dim, scale
+        self.trim = trim
+        self.limit: int | None = None       # trim: slots read (the longest row's key length)
+        self.uniform = False                # trim: every row has ``limit`` keys (no mask)
 
     def plan(self, kv_lens: Sequence[int]) -> None:
-        """Nothing to plan on the host: lengths are read from ``kv_len`` inside the step."""
+        """Without ``trim`` nothing is planned on the host (lengths are read from ``kv_len``
+        inside the step). With ``trim``, the slots to read and whether a mask is needed."""
+        if self.trim:
+            self.limit, self.uniform = max(kv_lens), min(kv_lens) == max(kv_lens)
 
-    def metadata(self, kv_len: torch.Tensor, max_len: int) -> torch.Tensor:
-        """(B, 1, 1, L) bool: slot < kv_len of its row. Built once per forward."""
+    def metadata(self, kv_len: torch.Tensor, max_len: int) -> torch.Tensor | None:
+        """(B, 1, 1, L) bool: slot < kv_len of its row (L: the slots read). Built once per
+        forward; None when trimming to rows of equal length. (Before any ``plan`` a trimming
+        backend reads every slot.)"""
+        if self.trim and self.limit is not None:
+            if self.uniform:
+                return None
+            max_len = self.limit
         slots = torch.arange(max_len, device=kv_len.device)
         return (slots.unsqueeze(0) < kv_len.unsqueeze(1))[:, None, None, :]
 
@@ -53,6 +68,8 @@ class SdpaAttention:
         """q (B, K, Hq, D), k/v (B, Hkv, L, D) -> (B, K, Hq * D)."""
         b, n, hq, d = q.shape
         rep = hq // self.hkv
+        if self.trim and self.limit is not None:
+            k, v = k[:, :, :self.limit], v[:, :, :self.limit]
         # Head h reads kv head h // rep: group each kv head's query heads along the query axis.
         qg = q.permute(0, 2, 1, 3).reshape(b, self.hkv, rep * n, d)        # (B, Hkv, rep*K, D)
         o = F.scaled_dot_product_attention(qg, k, v, attn_mask=meta, scale=self.scale)

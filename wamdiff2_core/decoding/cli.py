@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from wamdiff2_core.cli import CliError, apply_threads, subgroup
+from wamdiff2_core.decoding.config import COMMIT_RULES
 
 AR_TEACHER_SUBDIR = "ar_teacher"      # <checkpoint>/ar_teacher/: the AR teacher, if shipped
 HELDOUT_SUBDIR = "heldout"            # <checkpoint>/heldout/train.json: a held-out set, if shipped
@@ -46,7 +47,7 @@ def register(subparsers) -> None:
                    help="denoising step budget per block (default: the block size)")
     p.add_argument("--threshold", type=float, default=0.9)
     p.add_argument("--commit-rule", default="low_confidence_dynamic",
-                   choices=["low_confidence_dynamic", "low_confidence_static", "sequential"])
+                   choices=list(COMMIT_RULES))
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--mode", default="auto",
                    choices=["auto", "eager", "compile", "graphs", "compile-graphs"],

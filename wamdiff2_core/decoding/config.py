@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
-COMMIT_RULES = ("low_confidence_dynamic", "low_confidence_static", "sequential")
+COMMIT_RULES = ("low_confidence_dynamic", "low_confidence_static", "low_confidence_budget",
+                "sequential")
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,16 @@ def low_confidence_static(confidence, masked, quota, last, threshold):
     return masked & ((rank < quota) | last)
 
 
+def low_confidence_budget(confidence, masked, quota, last, threshold):
+    """The dynamic rule with the static rule's floor: commit every masked position with
+    confidence >= threshold, and at least the ``quota`` most confident masked ones. Confident
+    positions go early as in the dynamic rule, but a block never takes more steps than its
+    budget (``steps_per_block``): positions the model stays unsure of (e.g. a centimetre digit
+    of a waypoint) are committed ``quota`` at a time instead of one per step."""
+    rank = confidence_rank(confidence, masked)
+    return masked & ((confidence >= threshold) | (rank < quota) | last)
+
+
 def sequential(confidence, masked, quota, last, threshold):
     """Commit the ``quota`` leftmost masked positions."""
     return masked & ((position_rank(masked) < quota) | last)
@@ -64,6 +74,7 @@ def sequential(confidence, masked, quota, last, threshold):
 COMMIT_RULE_FNS: dict[str, Rule] = {
     "low_confidence_dynamic": low_confidence_dynamic,
     "low_confidence_static": low_confidence_static,
+    "low_confidence_budget": low_confidence_budget,
     "sequential": sequential,
 }
 

@@ -139,7 +139,7 @@ class FastRunner:
     def new_attention(self, batch: int, qo_len: int, max_len: int):
         t = self.text
         extra = {"backend": self.cfg.flashinfer_backend} if self.attention == "flashinfer" \
-            else {}
+            else {"trim": self.mode == "eager"}
         return ATTENTION_BACKENDS[self.attention](
             num_q_heads=t.num_q_heads, num_kv_heads=t.num_kv_heads, head_dim=t.head_dim,
             scale=t.scale, batch=batch, qo_len=qo_len, max_len=max_len, dtype=t.dtype,

@@ -6,14 +6,69 @@ image positions, so deepstack features and the vision tower are not needed here.
 reuses the HF modules themselves (projections, norms, MLPs, rotary embedding, lm head) and
 transformers' ``apply_rotary_pos_emb``, so positions and weights are bit-compatible with the
 reference decoder; only the cache and the attention call differ.
+
+The forward calls the modules' weights directly (``F.linear`` and the HF RMSNorm's own
+sequence of operations) rather than the modules: the same arithmetic in the same order, so
+the same bits, without ~12 ``nn.Module.__call__`` per layer (hook and dispatch bookkeeping
+that is a measurable part of a small model's eager step). The parameters are referenced, not
+copied, so a model whose weights change in place (training) or move (``.to``) is still the
+model that decodes.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
+import torch.nn.functional as F
 from transformers.models.qwen3_vl.modeling_qwen3_vl import apply_rotary_pos_emb
 
 from wamdiff2_core.decoding.static_cache import StaticKVCache
 from wamdiff2_core.model.modeling import Wamdiff2Model
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """``Qwen3VLTextRMSNorm.forward``, operation for operation (bit-identical)."""
+    dtype = x.dtype
+    x = x.to(torch.float32)
+    variance = x.pow(2).mean(-1, keepdim=True)
+    x = x * torch.rsqrt(variance + eps)
+    return weight * x.to(dtype)
+
+
+class _Layer(NamedTuple):
+    """The parameters of one decoder layer that the answer-side forward needs."""
+    ln1: torch.Tensor
+    ln1_eps: float
+    q: torch.Tensor
+    q_norm: torch.Tensor
+    q_eps: float
+    k: torch.Tensor
+    k_norm: torch.Tensor
+    k_eps: float
+    v: torch.Tensor
+    o: torch.Tensor
+    ln2: torch.Tensor
+    ln2_eps: float
+    gate: torch.Tensor
+    up: torch.Tensor
+    down: torch.Tensor
+    act: object
+
+
+def _layer_params(layer) -> _Layer:
+    sa, mlp = layer.self_attn, layer.mlp
+    for lin in (sa.q_proj, sa.k_proj, sa.v_proj, sa.o_proj, mlp.gate_proj, mlp.up_proj,
+                mlp.down_proj):
+        if lin.bias is not None:
+            raise ValueError("the static text model expects bias-free projections "
+                             "(Qwen3-VL's text decoder has none)")
+    return _Layer(layer.input_layernorm.weight, layer.input_layernorm.variance_epsilon,
+                  sa.q_proj.weight, sa.q_norm.weight, sa.q_norm.variance_epsilon,
+                  sa.k_proj.weight, sa.k_norm.weight, sa.k_norm.variance_epsilon,
+                  sa.v_proj.weight, sa.o_proj.weight,
+                  layer.post_attention_layernorm.weight,
+                  layer.post_attention_layernorm.variance_epsilon,
+                  mlp.gate_proj.weight, mlp.up_proj.weight, mlp.down_proj.weight, mlp.act_fn)
 
 
 class StaticTextModel:
@@ -24,6 +79,7 @@ class StaticTextModel:
         cfg = lm.config
         self.embed, self.layers, self.norm = lm.embed_tokens, lm.layers, lm.norm
         self.rotary, self.lm_head = lm.rotary_emb, model.hf.lm_head
+        self.params = [_layer_params(layer) for layer in lm.layers]
         self.num_layers = len(lm.layers)
         self.num_q_heads = cfg.num_attention_heads
         self.num_kv_heads = cfg.num_key_value_heads
@@ -52,17 +108,19 @@ class StaticTextModel:
         b, n = ids.shape
         meta = attention.metadata(kv_len, cache.max_len)
         h = self.embed(ids)                                                   # (B, K, H)
-        for i, layer in enumerate(self.layers):
-            sa = layer.self_attn
-            x = layer.input_layernorm(h)
-            q = sa.q_norm(sa.q_proj(x).view(b, n, self.num_q_heads, self.head_dim))
-            k = sa.k_norm(sa.k_proj(x).view(b, n, self.num_kv_heads, self.head_dim))
-            v = sa.v_proj(x).view(b, n, self.num_kv_heads, self.head_dim)    # (B, K, Hkv, D)
+        hq, hkv, d = self.num_q_heads, self.num_kv_heads, self.head_dim
+        for i, p in enumerate(self.params):
+            x = rms_norm(h, p.ln1, p.ln1_eps)
+            q = rms_norm(F.linear(x, p.q).view(b, n, hq, d), p.q_norm, p.q_eps)
+            k = rms_norm(F.linear(x, p.k).view(b, n, hkv, d), p.k_norm, p.k_eps)
+            v = F.linear(x, p.v).view(b, n, hkv, d)                          # (B, K, Hkv, D)
             q, k = apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=2)
             cache.write(i, k, v, slots)
             o = attention(q, cache.keys(i), cache.values(i), meta)          # (B, K, Hq*D)
-            h = h + sa.o_proj(o)
-            h = h + layer.mlp(layer.post_attention_layernorm(h))
+            h = h + F.linear(o, p.o)
+            x = rms_norm(h, p.ln2, p.ln2_eps)
+            h = h + F.linear(p.act(F.linear(x, p.gate)) * F.linear(x, p.up), p.down)
         if not logits:
             return None
-        return self.lm_head(self.norm(h))                                     # (B, K, V)
+        h = rms_norm(h, self.norm.weight, self.norm.variance_epsilon)
+        return F.linear(h, self.lm_head.weight, self.lm_head.bias)            # (B, K, V)
