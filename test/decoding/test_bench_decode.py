@@ -11,7 +11,7 @@ from PIL import Image
 
 from wamdiff2_core import tasks
 from wamdiff2_core.cli import main
-from wamdiff2_core.decoding.bench import Sample, data_samples, planning_l2
+from wamdiff2_core.decoding.bench import Sample, data_samples, paired_l2, planning_l2
 
 WAMDIFF2 = [str(Path(sys.executable).parent / "wamdiff2")]
 TINY = ["bench", "decode", "--preset", "tiny", "--block-size", "4", "--max-new-tokens", "8",
@@ -26,6 +26,18 @@ def test_planning_l2_averages_parsed_answers_and_counts_failures():
     assert out["samples"] == 2 and out["parse_failures"] == 1
     assert out["l2_avg"] == pytest.approx(5.0) and out["l2_at_1s"] == pytest.approx(5.0)
     assert planning_l2(["x"], [Sample("p", [], None)]) is None
+
+
+def test_paired_l2_compares_the_frames_where_both_plans_parse():
+    """A decoder that fails its hard frame is compared on the easy one only, as is the other
+    decoder: frame 1 (where the first decoder's answer does not parse) counts for neither."""
+    truth = np.zeros((8, 2))
+    samples = [Sample("p", [], truth), Sample("p", [], truth), Sample("p", [], None)]
+    one = tasks.format_waypoints(np.full((8, 2), [1.0, 0.0]))               # 1 m off
+    far = tasks.format_waypoints(np.full((8, 2), [9.0, 0.0]))               # 9 m off
+    out = paired_l2([one, "garbage", one], [one, far, far], samples)
+    assert out == {"samples": 1, "l2_avg_a": pytest.approx(1.0), "l2_avg_b": pytest.approx(1.0)}
+    assert paired_l2(["garbage"], [one], samples[:1]) is None
 
 
 def write_data_set(root: Path, n: int = 2) -> Path:

@@ -6,7 +6,7 @@ LABELS = {"ar_optimised": "AR optimised", "diffusion_reference": "diffusion refe
 RATIO_LABELS = {"fast_vs_ar": "diffusion fast / AR optimised (tokens/s)",
                 "fast_vs_reference": "diffusion fast / diffusion reference (tokens/s)",
                 "reference_vs_ar": "diffusion reference / AR optimised (tokens/s)",
-                "l2_fast_vs_ar": "planning L2, diffusion fast / AR"}
+                "l2_fast_vs_ar": "planning L2, diffusion fast / AR (paired)"}
 
 
 def _f(x, fmt: str = ".2f") -> str:
@@ -36,6 +36,10 @@ def format_report(r: dict) -> str:
     lines.append("")
     for key, value in r["ratios"].items():
         lines.append(f"{RATIO_LABELS[key]:<50}{value:>8.2f}x")
+    if r.get("l2_paired"):
+        p = r["l2_paired"]
+        lines.append(f"(paired L2: the {p['samples']} frames where both plans parse: diffusion "
+                     f"fast {_f(p['l2_avg_a'])} m, AR {_f(p['l2_avg_b'])} m)")
     same = "yes" if r["fast_matches_reference"] else \
         f"NO ({100 * r['fast_token_agreement']:.0f}% of tokens)"
     lines.append(f"{'diffusion fast answers == reference answers':<50}{same:>9}")
@@ -57,7 +61,8 @@ def format_report(r: dict) -> str:
     for key, t in r["targets"].items():
         verdict = "n/a" if t["met"] is None else ("met" if t["met"] else "NOT met")
         op = "<=" if key.startswith("l2") else ">="
+        why = f" ({t['why']})" if t.get("why") else ""
         lines.append(f"target {RATIO_LABELS[key]} {op} {t['want']}: {_f(t['got'])} -> "
-                     f"{verdict}")
+                     f"{verdict}{why}")
     lines += [f"note: {n}" for n in r["notes"]]
     return "\n".join(lines)
