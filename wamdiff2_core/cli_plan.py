@@ -26,8 +26,8 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                         help="confidence threshold of the dynamic commit rule (default 0.9)")
     parser.add_argument("--commit-rule", default="low_confidence_dynamic",
                         choices=list(COMMIT_RULES))
-    parser.add_argument("--backend", default="reference",
-                        help="decoder backend: reference | fast (default: reference)")
+    parser.add_argument("--backend", default="fast", choices=["fast", "reference"],
+                        help="decoder backend: fast | reference (same tokens; default: fast)")
 
 
 def planner_from_args(args):

@@ -31,7 +31,7 @@ NODE = "/wamdiff2_planner"
 class BenchConfig:
     checkpoint: str | None           # None: the bundled model
     decode: Any                      # DecodeConfig, shared by both measurements
-    backend: str = "reference"
+    backend: str = "fast"
     device: str = "cpu"
     dtype: str | None = None
     frames: int = 20

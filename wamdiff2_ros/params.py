@@ -96,9 +96,10 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("dtype", "", "Weights dtype; empty: the checkpoint's own", "load",
               choices=DTYPES),
     *(_decode_spec(f) for f in _DECODE),
-    ParamSpec("backend", "reference", "Decoder backend registered in wamdiff2_core.planner."
-                                      "DECODER_BACKENDS: reference (eager, the ground truth) "
-                                      "or fast where available", "decode"),
+    ParamSpec("backend", "fast", "Decoder backend registered in wamdiff2_core.planner."
+                                 "DECODER_BACKENDS: fast (static KV cache; CUDA graphs on a "
+                                 "GPU) or reference (eager, the ground truth); same tokens",
+              "decode"),
     ParamSpec("tasks", ["planning", "qa"], "Tasks the node runs: planning (Path + markers "
                                            "per frame), detection (per planned frame), qa "
                                            "(answers on ~/input/question)", "live",

@@ -155,8 +155,8 @@ def _runtime_changes(node) -> bool:
         # A planner that cannot be built is rejected with the reason; the old one stays.
         result = node.set_parameters([Parameter("backend", value="no_such_backend")])[0]
         assert not result.successful and "no_such_backend" in result.reason
-        assert node.get_parameter("backend").value == "reference"
-        assert node._planner.backend == "reference"
+        assert node.get_parameter("backend").value == "fast"
+        assert node._planner.backend == "fast"
 
         # Live parameters apply to the next frame.
         assert node.set_parameters([Parameter("tasks", value=["planning", "detection"])
