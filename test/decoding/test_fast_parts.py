@@ -52,6 +52,40 @@ def test_sdpa_backend_matches_naive_grouped_attention():
             torch.testing.assert_close(got[row, :, h * d:(h + 1) * d], p @ vals)
 
 
+def test_trimmed_sdpa_reads_only_the_planned_slots():
+    """Eager mode's trimmed backend (keys up to the longest row, no mask when rows are
+    equal) gives the full-cache result; garbage beyond the planned lengths is never read."""
+    torch.manual_seed(1)
+    b, n, hq, hkv, d, length = 2, 4, 6, 2, 8, 16
+    q = torch.randn(b, n, hq, d)
+    k, v = torch.randn(b, hkv, length, d), torch.randn(b, hkv, length, d)
+    full = SdpaAttention(hq, hkv, d, d ** -0.5)
+    trim = SdpaAttention(hq, hkv, d, d ** -0.5, trim=True)
+    for lens in ([7, 7], [5, 9]):
+        kv_len = torch.tensor(lens)
+        want = full(q, k, v, full.metadata(kv_len, length))
+        trim.plan(lens)
+        meta = trim.metadata(kv_len, length)
+        assert (meta is None) == (lens[0] == lens[1])
+        k2, v2 = k.clone(), v.clone()
+        k2[:, :, max(lens):], v2[:, :, max(lens):] = float("nan"), float("nan")
+        torch.testing.assert_close(trim(q, k2, v2, meta), want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rms_norm_is_bit_identical_to_the_hf_module(dtype):
+    from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLTextRMSNorm
+
+    from wamdiff2_core.decoding.static_model import rms_norm
+
+    torch.manual_seed(2)
+    norm = Qwen3VLTextRMSNorm(32, eps=1e-6).to(dtype)
+    with torch.no_grad():
+        norm.weight.copy_(torch.randn(32))
+        x = (torch.randn(3, 5, 32) * 4).to(dtype)
+        assert torch.equal(rms_norm(x, norm.weight, norm.variance_epsilon), norm(x))
+
+
 def test_static_forward_matches_the_hf_block_forward(tiny_diffusion, camera_images, prompts):
     """One noisy block against the prompt: compact forward == HF forward with the block mask,
     for a batch with left padding."""

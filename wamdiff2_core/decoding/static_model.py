@@ -27,11 +27,16 @@ from wamdiff2_core.model.modeling import Wamdiff2Model
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """``Qwen3VLTextRMSNorm.forward``, operation for operation (bit-identical)."""
+    """``Qwen3VLTextRMSNorm.forward``, bit for bit (``test_fast_parts`` checks it against the
+    module). In fp32 it is one ATen call (``torch.rms_norm`` runs the same sequence in C++
+    instead of seven Python-dispatched operations); in bf16/fp16 the module multiplies by the
+    weight after casting back, which ``torch.rms_norm`` does not, so the module's own
+    operations run."""
+    if x.dtype == torch.float32 and weight.dtype == torch.float32:
+        return torch.rms_norm(x, (x.shape[-1],), weight, eps)
     dtype = x.dtype
     x = x.to(torch.float32)
-    variance = x.pow(2).mean(-1, keepdim=True)
-    x = x * torch.rsqrt(variance + eps)
+    x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
     return weight * x.to(dtype)
 
 
