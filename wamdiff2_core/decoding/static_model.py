@@ -109,7 +109,8 @@ class StaticTextModel:
         """One forward of tokens ``ids`` (B, K) at cache ``slots`` (B, K), rotary ``cos``/``sin``
         (B, K, D), attending to the first ``kv_len`` (B,) slots of each row (their own slots
         included: their keys/values are written first). Returns logits (B, K, V), or None
-        when ``logits`` is False (a commit pass only fills the cache)."""
+        when ``logits`` is False: a commit pass only fills the cache, so it stops once the
+        last layer's keys/values are written (that layer's attention and MLP feed nothing)."""
         b, n = ids.shape
         meta = attention.metadata(kv_len, cache.max_len)
         h = self.embed(ids)                                                   # (B, K, H)
@@ -121,11 +122,11 @@ class StaticTextModel:
             v = F.linear(x, p.v).view(b, n, hkv, d)                          # (B, K, Hkv, D)
             q, k = apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=2)
             cache.write(i, k, v, slots)
+            if not logits and i == self.num_layers - 1:
+                return None
             o = attention(q, cache.keys(i), cache.values(i), meta)          # (B, K, Hq*D)
             h = h + F.linear(o, p.o)
             x = rms_norm(h, p.ln2, p.ln2_eps)
             h = h + F.linear(p.act(F.linear(x, p.gate)) * F.linear(x, p.up), p.down)
-        if not logits:
-            return None
         h = rms_norm(h, self.norm.weight, self.norm.variance_epsilon)
         return F.linear(h, self.lm_head.weight, self.lm_head.bias)            # (B, K, V)
