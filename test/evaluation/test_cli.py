@@ -45,6 +45,7 @@ def test_tasks_and_limit_select_records_and_drop_stale_plots(data_dir, tmp_path,
     (["--data", "{missing}"], "no records file"),
     (["--data", "{data}", "--tasks", "captioning"], "unknown task"),
     (["--data", "{data}", "--limit", "0"], "--limit"),
+    (["--data", "{data}", "--threshold", "1.5"], "threshold"),
 ])
 def test_user_errors_exit_2_with_one_sentence(data_dir, tmp_path, capsys, argv_tail, message):
     argv = [a.format(missing=tmp_path / "nope", data=data_dir) for a in argv_tail]
@@ -60,6 +61,7 @@ def test_tiny_preset_planner_runs_and_reports_parse_failures(data_dir, tmp_path,
     rc = main(["eval", "open-loop", "--checkpoint", "tiny", "--data", str(data_dir),
                "--out", str(out), "--tasks", "planning,qa", "--limit", "3",
                "--max-new-tokens", "8", "--block-size", "4", "--steps-per-block", "1",
+               "--commit-rule", "low_confidence_budget", "--threshold", "0.8",
                "--json", "--no-progress"])
     assert rc == 0
     report = json.loads(capsys.readouterr().out)
@@ -68,6 +70,8 @@ def test_tiny_preset_planner_runs_and_reports_parse_failures(data_dir, tmp_path,
     assert report["planning"]["l2_at_1s"] is None
     assert report["info"]["decode"]["max_new_tokens"] == 8
     assert report["info"]["decode"]["block_size"] == 4
+    assert report["info"]["decode"]["commit_rule"] == "low_confidence_budget"
+    assert report["info"]["decode"]["threshold"] == 0.8
     assert report["qa"]["mean_predict_ms"] > 0
     assert not (out / "l2_per_waypoint.png").exists()
 

@@ -11,6 +11,8 @@ import json
 import sys
 from pathlib import Path
 
+from wamdiff2_core.decoding.config import COMMIT_RULES
+
 DEFAULT_OUT = "runs/eval/open-loop"
 RECORDS_FILE = "train.json"      # what `wamdiff2 data generate` writes (docs/INTERFACES.md)
 
@@ -46,6 +48,12 @@ def register(subparsers) -> None:
                         help="denoising steps per block (default: the block size)")
     parser.add_argument("--max-new-tokens", type=int, default=None,
                         help="answer length cap in tokens (default: the decoder's)")
+    parser.add_argument("--commit-rule", default=None, choices=COMMIT_RULES,
+                        help="which masked positions a denoising step commits (default: "
+                             "low_confidence_dynamic)")
+    parser.add_argument("--threshold", type=float, default=None,
+                        help="confidence threshold of the dynamic and budget rules "
+                             "(default 0.9)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run_open_loop)
 
@@ -94,17 +102,19 @@ def _predictor(args: argparse.Namespace):
     from wamdiff2_core.cli import CliError
     from .predictors import GROUND_TRUTH, ground_truth_predictor, planner_predictor
 
-    if args.checkpoint == GROUND_TRUTH:
-        return ground_truth_predictor(), {"checkpoint": GROUND_TRUTH}
     from wamdiff2_core.decoding.config import DecodeConfig
-    from wamdiff2_core.planner import Planner
 
     knobs = {"block_size": args.block_size, "steps_per_block": args.steps_per_block,
-             "max_new_tokens": args.max_new_tokens}
+             "max_new_tokens": args.max_new_tokens, "commit_rule": args.commit_rule,
+             "threshold": args.threshold}
     try:
         decode = DecodeConfig(**{k: v for k, v in knobs.items() if v is not None})
-    except ValueError as exc:
+    except ValueError as exc:             # checked first, also for ground-truth answers
         raise CliError(str(exc)) from None
+    if args.checkpoint == GROUND_TRUTH:
+        return ground_truth_predictor(), {"checkpoint": GROUND_TRUTH}
+    from wamdiff2_core.planner import Planner
+
     try:
         planner = Planner.from_pretrained(args.checkpoint, decode=decode, device=args.device)
     except ValueError as exc:          # CheckpointError: not a checkpoint, not a preset
