@@ -9,7 +9,10 @@ from wamdiff2_core.sim.report import build_report
 def test_checkpoint_planner_runs_and_failures_are_handled():
     # the untrained tiny preset answers with garbage: the parse failure must be counted
     # and the ego must fall back, not crash the run; one planner call keeps this quick
-    planner = make_planner("checkpoint:tiny")
+    from wamdiff2_core.decoding.config import DecodeConfig
+
+    planner = make_planner("checkpoint:tiny", DecodeConfig(commit_rule="low_confidence_budget",
+                                                          steps_per_block=8))
     config = ClosedLoopConfig(episodes=1, seed=1000, scenarios=("highway",), duration_s=1.0,
                               replan_interval_s=1.0)
     (result,) = run_closed_loop(planner, config, progress=False)

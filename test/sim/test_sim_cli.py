@@ -53,3 +53,10 @@ def test_eval_closed_loop_cli(tmp_path, capsys):
     assert main(["eval", "closed-loop", "--planner", "oracle", "--episodes", "1",
                  "--out", str(out), "--no-progress"]) == 2
     assert "oracle" in capsys.readouterr().err
+    # decoding options: checked, and only for checkpoint planners
+    assert main(["eval", "closed-loop", "--planner", "constant-velocity", "--threshold", "2",
+                 "--out", str(out), "--no-progress"]) == 2
+    assert "threshold" in capsys.readouterr().err
+    assert main(["eval", "closed-loop", "--planner", "expert", "--commit-rule",
+                 "low_confidence_budget", "--out", str(out), "--no-progress"]) == 2
+    assert "checkpoint planners" in capsys.readouterr().err

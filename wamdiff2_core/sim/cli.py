@@ -10,6 +10,8 @@ import sys
 import time
 from dataclasses import asdict
 
+from wamdiff2_core.decoding.config import COMMIT_RULES
+
 DEFAULT_EVAL_OUT = "runs/eval/closed-loop"
 DEFAULT_EVAL_SEED = 1000    # not the data generator's default: evaluate on unseen episodes
 
@@ -76,6 +78,14 @@ def register(subparsers) -> None:
                         help=f"report directory (default {DEFAULT_EVAL_OUT})")
     closed.add_argument("--max-plots", type=int, default=12, metavar="N",
                         help="plot at most N episodes (default 12)")
+    closed.add_argument("--commit-rule", default=None, choices=COMMIT_RULES,
+                        help="checkpoint planners: commit rule (default "
+                             "low_confidence_dynamic)")
+    closed.add_argument("--threshold", type=float, default=None,
+                        help="checkpoint planners: confidence threshold (default 0.9)")
+    closed.add_argument("--steps-per-block", type=int, default=None,
+                        help="checkpoint planners: denoising step budget per block "
+                             "(default: the block size)")
     closed.add_argument("--json", action="store_true",
                         help="print the JSON report on stdout instead of the text summary")
     closed.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -132,6 +142,7 @@ def run_generate(args) -> int:
 
 def run_closed_loop_cli(args) -> int:
     from wamdiff2_core.cli import CliError
+    from wamdiff2_core.decoding.config import DecodeConfig
     from wamdiff2_core.sim.closed_loop import ClosedLoopConfig, run_closed_loop
     from wamdiff2_core.sim.planners import make_planner
     from wamdiff2_core.sim.report import build_report, format_text, write_report
@@ -143,13 +154,23 @@ def run_closed_loop_cli(args) -> int:
     config = ClosedLoopConfig(episodes=args.episodes, seed=args.seed,
                               scenarios=_scenarios(args.scenarios), duration_s=args.duration,
                               camera=_camera(args.resolution))
+    knobs = {"commit_rule": args.commit_rule, "threshold": args.threshold,
+             "steps_per_block": args.steps_per_block}
+    decode = None
+    if any(v is not None for v in knobs.values()):
+        try:
+            decode = DecodeConfig(**{k: v for k, v in knobs.items() if v is not None})
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
     try:
-        planner = make_planner(args.planner)
+        planner = make_planner(args.planner, decode)
     except (ValueError, FileNotFoundError, OSError) as exc:
         raise CliError(f"cannot load planner {args.planner!r}: {exc}") from None
     start = time.perf_counter()
     results = run_closed_loop(planner, config, progress=not args.no_progress)
     report = build_report(results, args.planner, config, time.perf_counter() - start)
+    if decode is not None:
+        report["decode"] = decode.to_dict()
     paths = write_report(args.out, results, report, max_plots=args.max_plots)
     if args.json:
         print(json.dumps(report, indent=1, sort_keys=True))

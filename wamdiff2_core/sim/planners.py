@@ -54,11 +54,13 @@ def constant_velocity_planner() -> PlannerFn:
     return plan
 
 
-def checkpoint_planner(path: str) -> PlannerFn:
-    """A trained model (checkpoint directory or preset name) as a closed-loop planner."""
+def checkpoint_planner(path: str, decode=None) -> PlannerFn:
+    """A trained model (checkpoint directory or preset name) as a closed-loop planner;
+    ``decode``: a ``DecodeConfig`` (default: the planner's)."""
     from wamdiff2_core.planner import Observation, Planner
 
-    model = Planner.from_pretrained(path)
+    model = Planner.from_pretrained(path) if decode is None \
+        else Planner.from_pretrained(path, decode=decode)
 
     def plan(observation: SimObservation, image: np.ndarray) -> np.ndarray:
         result = model.plan(Observation(
@@ -76,8 +78,9 @@ PLANNERS: dict[str, Callable[..., PlannerFn]] = {
 }
 
 
-def make_planner(spec: str) -> PlannerFn:
-    """``"expert"``, ``"constant-velocity"`` or ``"checkpoint:DIR"`` -> a planner."""
+def make_planner(spec: str, decode=None) -> PlannerFn:
+    """``"expert"``, ``"constant-velocity"`` or ``"checkpoint:DIR"`` -> a planner. ``decode``
+    (a ``DecodeConfig``) sets how a checkpoint planner decodes."""
     name, _, argument = spec.partition(":")
     if name not in PLANNERS:
         raise ValueError(f"unknown planner {spec!r}; use expert, constant-velocity or "
@@ -85,7 +88,9 @@ def make_planner(spec: str) -> PlannerFn:
     if name == "checkpoint":
         if not argument:
             raise ValueError("checkpoint planner needs a directory: checkpoint:DIR")
-        return PLANNERS[name](argument)
+        return PLANNERS[name](argument, decode)
+    if decode is not None:
+        raise ValueError(f"decoding options apply to checkpoint planners, not {name!r}")
     if argument:
         raise ValueError(f"planner {name!r} takes no argument")
     return PLANNERS[name]()
