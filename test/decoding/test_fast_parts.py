@@ -73,6 +73,20 @@ def test_trimmed_sdpa_reads_only_the_planned_slots():
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rope_is_bit_identical_to_transformers(dtype):
+    from transformers.models.qwen3_vl.modeling_qwen3_vl import apply_rotary_pos_emb
+
+    from wamdiff2_core.decoding.static_model import apply_rope, rope_tables
+
+    g = torch.Generator().manual_seed(3)
+    q, k = (torch.randn(2, 5, h, 32, generator=g).to(dtype) for h in (6, 2))
+    cos, sin = (torch.randn(2, 5, 32, generator=g).to(dtype) for _ in range(2))
+    want_q, want_k = apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=2)
+    got = apply_rope(torch.cat((q, k), 2), *rope_tables(cos, sin))
+    assert torch.equal(got[:, :, :6], want_q) and torch.equal(got[:, :, 6:], want_k)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_rms_norm_is_bit_identical_to_the_hf_module(dtype):
     from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLTextRMSNorm
 

@@ -45,12 +45,21 @@ class StaticKVCache:
     def values(self, layer: int) -> torch.Tensor:
         return self.kv[layer, 1]
 
-    def write(self, layer: int, k: torch.Tensor, v: torch.Tensor, slots: torch.Tensor) -> None:
-        """Write keys/values k, v (B, K, Hkv, D) of one layer at ``slots`` (B, K) per row.
-        Fixed shapes, no host synchronisation."""
-        idx = slots[:, None, :, None].expand(-1, k.shape[2], -1, k.shape[3])  # (B, Hkv, K, D)
-        self.kv[layer, 0].scatter_(2, idx, k.transpose(1, 2))
-        self.kv[layer, 1].scatter_(2, idx, v.transpose(1, 2))
+    def write_index(self, slots: torch.Tensor) -> torch.Tensor:
+        """The scatter index of ``slots`` (B, K) for ``write``: (2, B, Hkv, K, D), the same for
+        every layer of a forward (build it once)."""
+        heads, dim = self.kv.shape[3], self.kv.shape[5]
+        return slots[None, :, None, :, None].expand(2, -1, heads, -1, dim)
+
+    def write(self, layer: int, k: torch.Tensor, v: torch.Tensor, slots: torch.Tensor,
+              index: torch.Tensor | None = None) -> None:
+        """Write keys/values k, v (B, K, Hkv, D) of one layer at ``slots`` (B, K) per row (one
+        scatter; ``index``: ``write_index(slots)`` if already built). Fixed shapes, no host
+        synchronisation."""
+        if index is None:
+            index = self.write_index(slots)
+        kv = torch.stack((k.transpose(1, 2), v.transpose(1, 2)))             # (2, B, Hkv, K, D)
+        self.kv[layer].scatter_(3, index, kv)
 
     def load_prefill(self, cache: DynamicCache, lengths: Sequence[int]) -> None:
         """Copy a left-padded prefill cache (rows of width P, row i's real tokens the last

@@ -3,9 +3,13 @@
 The prompt (vision encoder, deepstack features, text) is prefilled once by the Hugging Face
 model; every later forward is a block of answer tokens (or one AR token), which never touches
 image positions, so deepstack features and the vision tower are not needed here. This module
-reuses the HF modules themselves (projections, norms, MLPs, rotary embedding, lm head) and
-transformers' ``apply_rotary_pos_emb``, so positions and weights are bit-compatible with the
-reference decoder; only the cache and the attention call differ.
+reuses the HF model's weights and rotary embedding, so positions and weights are
+bit-compatible with the reference decoder; only the cache and the attention call differ.
+
+Rotary position embedding is transformers' ``apply_rotary_pos_emb`` arithmetic, rearranged
+without changing a bit: queries and keys of a layer are rotated together (one set of
+operations), ``rotate_half(x) * sin`` is computed as ``x.roll(D/2) * sin'`` with the first
+half of ``sin'`` negated once per forward (``(-a) * b == a * (-b)`` exactly).
 
 The forward calls the modules' weights directly (``F.linear`` and the HF RMSNorm's own
 sequence of operations) rather than the modules: the same arithmetic in the same order, so
@@ -20,7 +24,6 @@ from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
-from transformers.models.qwen3_vl.modeling_qwen3_vl import apply_rotary_pos_emb
 
 from wamdiff2_core.decoding.static_cache import StaticKVCache
 from wamdiff2_core.model.modeling import Wamdiff2Model
@@ -38,6 +41,20 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     x = x.to(torch.float32)
     x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
     return weight * x.to(dtype)
+
+
+def rope_tables(cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin (B, K, D) -> the tables of ``apply_rope``: cos (B, K, 1, D) and sin with its
+    first half negated (B, K, 1, D). Once per forward."""
+    half = sin.shape[-1] // 2
+    return cos.unsqueeze(2), torch.cat((-sin[..., :half], sin[..., half:]), -1).unsqueeze(2)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin_signed: torch.Tensor) -> torch.Tensor:
+    """transformers' ``x * cos + rotate_half(x) * sin`` on heads x (B, K, H, D), bit for bit:
+    ``rotate_half(x) = cat(-x2, x1)`` and ``roll(x, D/2) = cat(x2, x1)``, the sign moved into
+    the table."""
+    return x * cos + x.roll(x.shape[-1] // 2, -1) * sin_signed
 
 
 class _Layer(NamedTuple):
@@ -115,13 +132,16 @@ class StaticTextModel:
         meta = attention.metadata(kv_len, cache.max_len)
         h = self.embed(ids)                                                   # (B, K, H)
         hq, hkv, d = self.num_q_heads, self.num_kv_heads, self.head_dim
+        cos, sin = rope_tables(cos, sin)                                      # (B, K, 1, D)
+        index = cache.write_index(slots)
         for i, p in enumerate(self.params):
             x = rms_norm(h, p.ln1, p.ln1_eps)
             q = rms_norm(F.linear(x, p.q).view(b, n, hq, d), p.q_norm, p.q_eps)
             k = rms_norm(F.linear(x, p.k).view(b, n, hkv, d), p.k_norm, p.k_eps)
             v = F.linear(x, p.v).view(b, n, hkv, d)                          # (B, K, Hkv, D)
-            q, k = apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=2)
-            cache.write(i, k, v, slots)
+            qk = apply_rope(torch.cat((q, k), 2), cos, sin)                # (B, K, Hq+Hkv, D)
+            q, k = qk[:, :, :hq], qk[:, :, hq:]
+            cache.write(i, k, v, slots, index)
             if not logits and i == self.num_layers - 1:
                 return None
             o = attention(q, cache.keys(i), cache.values(i), meta)          # (B, K, Hq*D)
