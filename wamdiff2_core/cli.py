@@ -41,6 +41,17 @@ def apply_threads(threads: int | None) -> None:
         torch.set_num_threads(threads)
 
 
+def decode_config(**knobs):
+    """A ``DecodeConfig`` from command-line decoding knobs (a None knob keeps its default);
+    an invalid value is one ``CliError``."""
+    from wamdiff2_core.decoding.config import DecodeConfig
+
+    try:
+        return DecodeConfig(**{k: v for k, v in knobs.items() if v is not None})
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+
+
 def subgroup(subparsers, name: str, help: str):
     """The sub-subparsers of command group `name` (e.g. `eval`, `bench`), created once.
 

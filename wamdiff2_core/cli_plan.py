@@ -5,7 +5,7 @@ import argparse
 import json
 
 from wamdiff2_core.cli import CliError
-from wamdiff2_core.decoding.config import COMMIT_RULES
+from wamdiff2_core.decoding.config import COMMIT_RULES, DEFAULT_BACKEND
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,8 +26,9 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                         help="confidence threshold of the dynamic commit rule (default 0.9)")
     parser.add_argument("--commit-rule", default="low_confidence_dynamic",
                         choices=list(COMMIT_RULES))
-    parser.add_argument("--backend", default="fast", choices=["fast", "reference"],
-                        help="decoder backend: fast | reference (same tokens; default: fast)")
+    parser.add_argument("--backend", default=DEFAULT_BACKEND, choices=["fast", "reference"],
+                        help="decoder backend: fast | reference (same tokens; default: "
+                             f"{DEFAULT_BACKEND})")
 
 
 def planner_from_args(args):

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from wamdiff2_core import tasks
-from wamdiff2_core.decoding.config import DecodeConfig, DecodeStats
+from wamdiff2_core.decoding.config import DEFAULT_BACKEND, DecodeConfig, DecodeStats
 from wamdiff2_core.decoding.reference import DecodeOutput, decode as reference_decode
 from wamdiff2_core.model.modeling import CheckpointError, Wamdiff2Model
 from wamdiff2_core.model.presets import PRESETS
@@ -29,9 +29,6 @@ Decoder = Callable[[Wamdiff2Model, dict, DecodeConfig], DecodeOutput]
 DECODER_BACKENDS: dict[str, Decoder] = {"reference": reference_decode}
 DECODER_BACKENDS["fast"] = lambda *a: __import__(  # lazy: imported on first use
     "wamdiff2_core.decoding.fast").decoding.fast.decode(*a)
-#: The fast decoder: the reference decoder's tokens (tested token for token), in less time
-#: (CPU: eager with a static cache; GPU: CUDA graphs). "reference" stays available by name.
-DEFAULT_BACKEND = "fast"
 
 
 def bundled_checkpoint_path() -> Path | None:

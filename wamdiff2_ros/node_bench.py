@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from wamdiff2_core.decoding.config import DEFAULT_BACKEND
 from wamdiff2_ros import params
 
 NODE = "/wamdiff2_planner"
@@ -31,7 +32,7 @@ NODE = "/wamdiff2_planner"
 class BenchConfig:
     checkpoint: str | None           # None: the bundled model
     decode: Any                      # DecodeConfig, shared by both measurements
-    backend: str = "fast"
+    backend: str = DEFAULT_BACKEND
     device: str = "cpu"
     dtype: str | None = None
     frames: int = 20

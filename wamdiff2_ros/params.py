@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 
 from wamdiff2_core.decoding import COMMIT_RULES, DecodeConfig
+from wamdiff2_core.decoding.config import DEFAULT_BACKEND
 from wamdiff2_core.tasks import COMMANDS
 
 TASKS = ("planning", "detection", "qa")
@@ -96,7 +97,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("dtype", "", "Weights dtype; empty: the checkpoint's own", "load",
               choices=DTYPES),
     *(_decode_spec(f) for f in _DECODE),
-    ParamSpec("backend", "fast", "Decoder backend registered in wamdiff2_core.planner."
+    ParamSpec("backend", DEFAULT_BACKEND, "Decoder backend registered in wamdiff2_core.planner."
                                  "DECODER_BACKENDS: fast (static KV cache; CUDA graphs on a "
                                  "GPU) or reference (eager, the ground truth); same tokens",
               "decode"),

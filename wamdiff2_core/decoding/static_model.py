@@ -11,8 +11,8 @@ without changing a bit: queries and keys of a layer are rotated together (one se
 operations), ``rotate_half(x) * sin`` is computed as ``x.roll(D/2) * sin'`` with the first
 half of ``sin'`` negated once per forward (``(-a) * b == a * (-b)`` exactly).
 
-The forward calls the modules' weights directly (``F.linear`` and the HF RMSNorm's own
-sequence of operations) rather than the modules: the same arithmetic in the same order, so
+The forward calls the modules' weights directly (``F.linear`` and ``rms_norm`` below, which
+reproduces the HF RMSNorm) rather than the modules: the same arithmetic in the same order, so
 the same bits, without ~12 ``nn.Module.__call__`` per layer (hook and dispatch bookkeeping
 that is a measurable part of a small model's eager step). The parameters are referenced, not
 copied, so a model whose weights change in place (training) or move (``.to``) is still the
@@ -99,7 +99,7 @@ class StaticTextModel:
     def __init__(self, model: Wamdiff2Model):
         lm = model.hf.model.language_model
         cfg = lm.config
-        self.embed, self.layers, self.norm = lm.embed_tokens, lm.layers, lm.norm
+        self.embed, self.norm = lm.embed_tokens, lm.norm
         self.rotary, self.lm_head = lm.rotary_emb, model.hf.lm_head
         self.params = [_layer_params(layer) for layer in lm.layers]
         self.num_layers = len(lm.layers)

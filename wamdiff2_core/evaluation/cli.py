@@ -99,18 +99,13 @@ def _select(records: list[dict], tasks: str | None, limit: int | None) -> list[d
 
 def _predictor(args: argparse.Namespace):
     """The predict function and provenance for ``--checkpoint``."""
-    from wamdiff2_core.cli import CliError
+    from wamdiff2_core.cli import CliError, decode_config
     from .predictors import GROUND_TRUTH, ground_truth_predictor, planner_predictor
 
-    from wamdiff2_core.decoding.config import DecodeConfig
-
-    knobs = {"block_size": args.block_size, "steps_per_block": args.steps_per_block,
-             "max_new_tokens": args.max_new_tokens, "commit_rule": args.commit_rule,
-             "threshold": args.threshold}
-    try:
-        decode = DecodeConfig(**{k: v for k, v in knobs.items() if v is not None})
-    except ValueError as exc:             # checked first, also for ground-truth answers
-        raise CliError(str(exc)) from None
+    # checked first, also for ground-truth answers
+    decode = decode_config(block_size=args.block_size, steps_per_block=args.steps_per_block,
+                           max_new_tokens=args.max_new_tokens, commit_rule=args.commit_rule,
+                           threshold=args.threshold)
     if args.checkpoint == GROUND_TRUTH:
         return ground_truth_predictor(), {"checkpoint": GROUND_TRUTH}
     from wamdiff2_core.planner import Planner

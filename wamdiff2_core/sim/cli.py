@@ -141,8 +141,7 @@ def run_generate(args) -> int:
 
 
 def run_closed_loop_cli(args) -> int:
-    from wamdiff2_core.cli import CliError
-    from wamdiff2_core.decoding.config import DecodeConfig
+    from wamdiff2_core.cli import CliError, decode_config
     from wamdiff2_core.sim.closed_loop import ClosedLoopConfig, run_closed_loop
     from wamdiff2_core.sim.planners import make_planner
     from wamdiff2_core.sim.report import build_report, format_text, write_report
@@ -156,12 +155,7 @@ def run_closed_loop_cli(args) -> int:
                               camera=_camera(args.resolution))
     knobs = {"commit_rule": args.commit_rule, "threshold": args.threshold,
              "steps_per_block": args.steps_per_block}
-    decode = None
-    if any(v is not None for v in knobs.values()):
-        try:
-            decode = DecodeConfig(**{k: v for k, v in knobs.items() if v is not None})
-        except ValueError as exc:
-            raise CliError(str(exc)) from None
+    decode = decode_config(**knobs) if any(v is not None for v in knobs.values()) else None
     try:
         planner = make_planner(args.planner, decode)
     except (ValueError, FileNotFoundError, OSError) as exc:

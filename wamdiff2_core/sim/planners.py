@@ -57,10 +57,10 @@ def constant_velocity_planner() -> PlannerFn:
 def checkpoint_planner(path: str, decode=None) -> PlannerFn:
     """A trained model (checkpoint directory or preset name) as a closed-loop planner;
     ``decode``: a ``DecodeConfig`` (default: the planner's)."""
+    from wamdiff2_core.decoding.config import DecodeConfig
     from wamdiff2_core.planner import Observation, Planner
 
-    model = Planner.from_pretrained(path) if decode is None \
-        else Planner.from_pretrained(path, decode=decode)
+    model = Planner.from_pretrained(path, decode=decode or DecodeConfig())
 
     def plan(observation: SimObservation, image: np.ndarray) -> np.ndarray:
         result = model.plan(Observation(
