@@ -47,20 +47,26 @@ def small_cfg(bs: int, rule: str, **kw) -> DecodeConfig:
                         (12 if bs == 4 else 40), steps_per_block=min(bs, 4), **kw)
 
 
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "commit-pass"])
 @pytest.mark.parametrize("rows", [1, 4])
 @pytest.mark.parametrize("bs", [1, 4, 32])
 @pytest.mark.parametrize("rule", RULES)
 def test_fast_diffusion_equals_reference(diffusion_model, camera_images, prompts, rule, bs,
-                                         rows):
+                                         rows, fuse):
     batch = encode(diffusion_model, prompts, camera_images, rows)
     cfg = small_cfg(bs, rule)
     ref = diffusion_decode(diffusion_model, batch, cfg)
-    fast = fast_diffusion_decode(diffusion_model, batch, cfg)
+    fast = fast_diffusion_decode(diffusion_model, batch, cfg, FastConfig(fuse_commit=fuse))
     assert fast.sequences == ref.sequences
     assert fast.finished == ref.finished
-    assert (fast.stats.forwards, fast.stats.denoise_forwards, fast.stats.blocks,
-            fast.stats.tokens) == (ref.stats.forwards, ref.stats.denoise_forwards,
-                                   ref.stats.blocks, ref.stats.tokens)
+    assert (fast.stats.denoise_forwards, fast.stats.blocks, fast.stats.tokens) == \
+        (ref.stats.denoise_forwards, ref.stats.blocks, ref.stats.tokens)
+    if rows > 1:                 # (the first prompt alone ends in its first block)
+        assert ref.stats.blocks >= 2                      # blocks were committed
+    # fused: each commit pass rides on the next block's first step
+    commits = ref.stats.forwards - ref.stats.denoise_forwards
+    assert commits == ref.stats.blocks - 1
+    assert fast.stats.forwards == ref.stats.forwards - (commits if fuse else 0)
 
 
 def test_rows_really_end_at_different_blocks(diffusion_model, ar_model, camera_images,
@@ -105,7 +111,9 @@ def test_padded_batch_and_sparse_done_checks_keep_the_tokens(diffusion_model, ar
     fast = fast_decode(model, batch, cfg, fast_cfg)
     assert runner_for(model, fast_cfg).bucket(3) == 4
     assert fast.sequences == ref.sequences
-    assert fast.stats.forwards >= ref.stats.forwards
+    steps = (lambda s: s.denoise_forwards) if paradigm == "diffusion" else \
+        (lambda s: s.forwards)
+    assert steps(fast.stats) >= steps(ref.stats)
 
 
 def test_state_is_reused_and_grows_for_longer_requests(diffusion_model, camera_images,
@@ -179,17 +187,22 @@ def test_sync_spy_catches_host_syncs():
 @pytest.mark.parametrize("rule", RULES)
 def test_steps_never_sync_the_host(diffusion_model, ar_model, camera_images, prompts, rule):
     batch = encode(diffusion_model, prompts, camera_images, 2)
-    fast_decode(diffusion_model, batch, DecodeConfig(max_new_tokens=8, commit_rule=rule))
-    runner = runner_for(diffusion_model)
-    st = runner.states[("diffusion", 2, 4, rule, True)]
-    with runner.no_autograd():      # the state's buffers are inference tensors in eager mode
-        st.step.zero_()
-        st.x.fill_(diffusion_model.fields.mask_token_id)
-    with runner.no_autograd(), HostSyncSpy() as spy:
-        st.run_step(0.0, None, 2)
-        st.commit()
-    assert spy.seen == []
-    assert (st.x != diffusion_model.fields.mask_token_id).any()     # the step did commit
+    for fuse in (True, False):
+        fast_cfg = FastConfig(fuse_commit=fuse)
+        fast_decode(diffusion_model, batch, DecodeConfig(max_new_tokens=8, commit_rule=rule),
+                    fast_cfg)
+        runner = runner_for(diffusion_model, fast_cfg)
+        st = runner.states[("diffusion", 2, 4, rule, True, fuse)]
+        for first in (True, False) if fuse else (False,):
+            with runner.no_autograd():  # the state's buffers are inference tensors in eager mode
+                st.step.zero_()
+                st.x.fill_(diffusion_model.fields.mask_token_id)
+            with runner.no_autograd(), HostSyncSpy() as spy:
+                st.run_step(0.0, None, 2, first=first)
+                if not fuse:
+                    st.commit()
+            assert spy.seen == []
+            assert (st.x != diffusion_model.fields.mask_token_id).any()  # the step did commit
 
     fast_decode(ar_model, batch, DecodeConfig(max_new_tokens=4))
     ar_state = runner_for(ar_model).states[("ar", 2, True)]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -239,16 +239,26 @@ def token_agreement(a: Sequence[list[int]], b: Sequence[list[int]]) -> float:
 def forward_latency(model: Wamdiff2Model, sample: Sample, batch: int, block: int,
                     fast: FastConfig, reps: int = 20) -> dict:
     """Milliseconds per forward of the fast decoders' steps (batch ``batch`` of one prompt):
-    an AR token step (host plan included), a block denoising step and a commit pass."""
+    an AR token step (host plan included), a block denoising step, the first step of a block
+    with the previous block's commit fused in (two blocks of queries), and a separate commit
+    pass (what an unfused decoder runs instead)."""
     enc = model.processor.encode_prompts([sample.prompt] * batch, [sample.images] * batch)
     out = {}
     diff = model.with_fields(paradigm="diffusion", block_size=block)
     cfg = DecodeConfig(block_size=block, max_new_tokens=2 * block)
-    fast_decode(diff, enc, cfg, fast)                         # builds and fills a state
-    runner = runner_for(diff, fast)
-    st = runner.states[("diffusion", runner.bucket(batch), block, cfg.commit_rule, True)]
-    out["block_step"] = _time(lambda: st.run_step(0.0, None, batch), reps, runner.device)
-    out["commit"] = _time(st.commit, reps, runner.device)
+    for fuse in (True, False):
+        f = replace(fast, fuse_commit=fuse)
+        fast_decode(diff, enc, cfg, f)                        # builds and fills a state
+        runner = runner_for(diff, f)
+        st = runner.states[("diffusion", runner.bucket(batch), block, cfg.commit_rule, True,
+                            fuse)]
+        if fuse:
+            out["block_step"] = _time(lambda: st.run_step(0.0, None, batch), reps,
+                                      runner.device)
+            out["first_step"] = _time(lambda: st.run_step(0.0, None, batch, first=True), reps,
+                                      runner.device)
+        else:
+            out["commit"] = _time(st.commit, reps, runner.device)
     ar = model.with_fields(paradigm="ar", block_size=1)
     fast_decode(ar, enc, DecodeConfig(max_new_tokens=reps + 2), fast)
     runner = runner_for(ar, fast)

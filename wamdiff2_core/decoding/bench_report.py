@@ -47,12 +47,15 @@ def format_report(r: dict) -> str:
     lines.append("per-forward latency (ms) of the fast decoders' steps, batch "
                  f"{r['batch']}, one prompt:")
     modes = list(r["latency_ms"])
-    lines.append(f"{'':<24}" + "".join(f"{m:>10}" for m in modes))
+    lines.append(f"{'':<28}" + "".join(f"{m:>10}" for m in modes))
+    k = r["block_size"]
     for key, label in (("ar_step", "AR token step"),
-                       ("block_step", f"block step ({r['block_size']})"),
-                       ("commit", f"commit pass ({r['block_size']})")):
-        lines.append(f"{label:<24}" + "".join(f"{r['latency_ms'][m][key]:>10.2f}"
-                                              for m in modes))
+                       ("block_step", f"block step ({k})"),
+                       ("first_step", f"fused first step ({k}+{k})"),
+                       ("commit", f"commit pass ({k})")):
+        if all(key in r["latency_ms"][m] for m in modes):
+            lines.append(f"{label:<28}" + "".join(f"{r['latency_ms'][m][key]:>10.2f}"
+                                                  for m in modes))
     for mode, p in (r.get("projection") or {}).items():
         lines.append(f"projection ({mode}) at {p['tokens_per_forward']:.2f} tokens/forward: "
                      f"diffusion {p['diffusion_tokens_per_s']:.0f} tokens/s, AR "

@@ -33,48 +33,77 @@ from wamdiff2_core.decoding.reference import DecodeOutput, finish_rows
 from wamdiff2_core.decoding.remasking import commit_mask, transfer_schedule
 from wamdiff2_core.decoding.runner import FastConfig, FastRunner, runner_for, sync
 from wamdiff2_core.decoding.sampling import choose_tokens
+from wamdiff2_core.decoding.static_model import Prefix
 from wamdiff2_core.model.modeling import Wamdiff2Model
 
 
 class DiffusionState:
     """Static cache, input/output buffers and the compiled or captured steps of one
-    (batch bucket, block size, commit rule, greedy?) shape."""
+    (batch bucket, block size, commit rule, greedy?, fused commit?) shape.
+
+    The inputs are two blocks wide: the right half is the block being denoised (``x``,
+    ``cos``, ``sin``, ``slots`` are views of it), the left half the block finished before it.
+    With ``fuse`` the first step of a block runs both halves (``first``): the finished
+    block's clean keys/values are committed in the same forward that denoises the new
+    block. Otherwise a separate ``commit`` pass runs the finished block alone."""
 
     def __init__(self, runner: FastRunner, batch: int, block: int, rule: str, greedy: bool,
-                 max_len: int):
+                 max_len: int, fuse: bool):
         text, dev = runner.text, runner.device
         f = runner.model.fields
         self.mask_id, self.eoa = f.mask_token_id, f.eoa_token_id
-        self.rule, self.block, self.greedy = rule, block, greedy
+        self.rule, self.block, self.greedy, self.fuse = rule, block, greedy, fuse
         self.cache = text.new_cache(batch, max_len)
         self.attn = runner.new_attention(batch, block, max_len)
+        self.attn_prev = runner.new_attention(batch, block, max_len) if fuse else self.attn
         long = dict(dtype=torch.long, device=dev)
-        self.x = torch.full((batch, block), self.mask_id, **long)              # (Bb, K)
-        self.cos = torch.zeros(batch, block, text.head_dim, dtype=text.dtype, device=dev)
-        self.sin = torch.zeros_like(self.cos)                                  # (Bb, K, D)
-        self.slots = torch.arange(block, **long).repeat(batch, 1)              # (Bb, K)
-        self.kv_len = torch.full((batch,), block, **long)                      # (Bb,)
+        self.x2 = torch.full((batch, 2 * block), self.mask_id, **long)         # (Bb, 2K)
+        self.cos2 = torch.zeros(batch, 2 * block, text.head_dim, dtype=text.dtype, device=dev)
+        self.sin2 = torch.zeros_like(self.cos2)                                # (Bb, 2K, D)
+        self.slots2 = torch.arange(2 * block, **long).repeat(batch, 1)         # (Bb, 2K)
+        self.x, self.cos, self.sin, self.slots = (t[:, block:] for t in
+                                                  (self.x2, self.cos2, self.sin2, self.slots2))
+        self.kv_len = torch.full((batch,), 2 * block, **long)                  # (Bb,)
+        self.kv_len_prev = torch.full((batch,), block, **long)                 # (Bb,)
         self.step = torch.zeros(1, **long)
         self.sched = torch.ones(block, **long)       # commit quota per step (static rules)
         self.n_steps = torch.full((1,), block, **long)
         self.threshold = torch.full((), 0.9, dtype=torch.float32, device=dev)
         self.pending = torch.ones((), dtype=torch.bool, device=dev)
+        prefix = Prefix(block, self.kv_len_prev, self.attn_prev)
 
         def forward():
             return text.forward(self.x, self.cos, self.sin, self.slots, self.kv_len,
                                 self.cache, self.attn)
 
-        def denoise():
-            self.select(forward(), 0.0, None, batch)
+        def forward_first():
+            return text.forward(self.x2, self.cos2, self.sin2, self.slots2, self.kv_len,
+                                self.cache, self.attn, prefix=prefix)
 
         def commit():
             text.forward(self.x, self.cos, self.sin, self.slots, self.kv_len, self.cache,
                          self.attn, logits=False)
 
+        def denoise(fwd):
+            return lambda: self.select(fwd(), 0.0, None, batch)
+
         make = STEP_MODES[runner.mode]
-        self.attn.plan([block] * batch)      # a plan must exist before warm-up / capture
-        self.denoise = make(denoise if greedy else forward, pool=runner.pool, device=dev)
-        self.commit = make(commit, pool=runner.pool, device=dev)
+        self.attn.plan([2 * block] * batch)  # a plan must exist before warm-up / capture
+        self.denoise = make(denoise(forward) if greedy else forward, pool=runner.pool,
+                            device=dev)
+        if fuse:
+            self.attn_prev.plan([block] * batch)
+            self.first = make(denoise(forward_first) if greedy else forward_first,
+                              pool=runner.pool, device=dev)
+        else:
+            self.commit = make(commit, pool=runner.pool, device=dev)
+
+    def shift(self) -> None:
+        """The finished block becomes the left half (to be committed by the fused step)."""
+        k = self.block
+        for t in (self.x2, self.cos2, self.sin2, self.slots2):
+            t[:, :k].copy_(t[:, k:])
+        self.kv_len_prev.copy_(self.kv_len)
 
     def select(self, logits: torch.Tensor, temperature: float, gen, rows: int) -> None:
         """Choose tokens for the first ``rows`` rows and commit them by the rule; sync-free."""
@@ -88,8 +117,9 @@ class DiffusionState:
         self.step.add_(1)
         self.pending.copy_((self.x == self.mask_id).any())
 
-    def run_step(self, temperature: float, gen, rows: int) -> None:
-        out = self.denoise()
+    def run_step(self, temperature: float, gen, rows: int, first: bool = False) -> None:
+        """One denoising step; ``first``: the fused step that also commits the block before."""
+        out = (self.first if first else self.denoise)()
         if not self.greedy:
             self.select(out, temperature, gen, rows)
 
@@ -117,9 +147,10 @@ def _diffusion_decode(runner: FastRunner, model: Wamdiff2Model, batch: dict,
     bb = runner.bucket(rows)
     greedy = cfg.temperature == 0
     needed = batch["input_ids"].shape[1] + n_blocks * k
+    fuse = runner.fuse_commit
     st: DiffusionState = runner.state(
-        ("diffusion", bb, k, cfg.commit_rule, greedy), needed,
-        lambda length: DiffusionState(runner, bb, k, cfg.commit_rule, greedy, length))
+        ("diffusion", bb, k, cfg.commit_rule, greedy, fuse), needed,
+        lambda length: DiffusionState(runner, bb, k, cfg.commit_rule, greedy, length, fuse))
 
     t0 = time.perf_counter()
     prompt = prepare_prompt(model, batch, k)
@@ -137,19 +168,25 @@ def _diffusion_decode(runner: FastRunner, model: Wamdiff2Model, batch: dict,
     stats.prefill_ms = (time.perf_counter() - t0) * 1e3
 
     t0 = time.perf_counter()
+    lens: list[int] = []
     for b in range(n_blocks):
         off = b * k
+        fused = st.fuse and b > 0                    # this block's first step commits b - 1
+        if fused:
+            st.shift()
+            st.attn_prev.plan(lens)
         st.x.copy_(torch.where(finished.unsqueeze(-1), eoa, st.mask_id).expand(-1, k))
         st.cos.copy_(cos_all[:, off:off + k])
         st.sin.copy_(sin_all[:, off:off + k])
         st.slots.copy_(base.unsqueeze(-1) + off + arange_k)
         st.kv_len.copy_(base + off + k)
         st.step.zero_()
-        st.attn.plan([n + off + k for n in lengths] + [off + k] * (bb - rows))
+        lens = [n + off + k for n in lengths] + [off + k] * (bb - rows)
+        st.attn.plan(lens)
         done_steps = 0
         while done_steps < len(schedule):
             for _ in range(min(runner.sync_every, len(schedule) - done_steps)):
-                st.run_step(cfg.temperature, gen, rows)
+                st.run_step(cfg.temperature, gen, rows, first=fused and done_steps == 0)
                 done_steps += 1
             if not bool(st.pending):                     # the done-check: every sync_every
                 break
@@ -159,8 +196,9 @@ def _diffusion_decode(runner: FastRunner, model: Wamdiff2Model, batch: dict,
         finished |= (st.x == eoa).any(-1)
         if bool(finished.all()) or b == n_blocks - 1:
             break
-        st.commit()
-        stats.forwards += 1
+        if not st.fuse:
+            st.commit()
+            stats.forwards += 1
     stats.forwards += stats.denoise_forwards
     sync(runner.device)
     stats.decode_ms = (time.perf_counter() - t0) * 1e3

@@ -57,6 +57,14 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin_signed: torch.Tensor) -> 
     return x * cos + x.roll(x.shape[-1] // 2, -1) * sin_signed
 
 
+class Prefix(NamedTuple):
+    """A commit pass fused into a forward (see ``StaticTextModel.forward``): the first ``n``
+    positions, their key lengths ``kv_len`` (B,) and the attention they are planned on."""
+    n: int
+    kv_len: torch.Tensor
+    attention: object
+
+
 class _Layer(NamedTuple):
     """The parameters of one decoder layer that the answer-side forward needs."""
     ln1: torch.Tensor
@@ -122,29 +130,50 @@ class StaticTextModel:
 
     def forward(self, ids: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                 slots: torch.Tensor, kv_len: torch.Tensor, cache: StaticKVCache, attention,
-                logits: bool = True) -> torch.Tensor | None:
+                logits: bool = True, prefix: "Prefix | None" = None) -> torch.Tensor | None:
         """One forward of tokens ``ids`` (B, K) at cache ``slots`` (B, K), rotary ``cos``/``sin``
         (B, K, D), attending to the first ``kv_len`` (B,) slots of each row (their own slots
         included: their keys/values are written first). Returns logits (B, K, V), or None
         when ``logits`` is False: a commit pass only fills the cache, so it stops once the
-        last layer's keys/values are written (that layer's attention and MLP feed nothing)."""
+        last layer's keys/values are written (that layer's attention and MLP feed nothing).
+
+        ``prefix`` fuses a commit pass into this forward: the first ``prefix.n`` positions
+        are a finished block whose clean keys/values are written at their slots; they attend
+        to ``prefix.kv_len`` keys through ``prefix.attention``, produce no logits and are
+        dropped once the last layer's keys/values are written. Every other row computes
+        exactly what it would in two forwards (row-wise arithmetic; the attention calls are
+        the separate forwards' own), so the logits (B, K - n, V) are the same bits."""
         b, n = ids.shape
         meta = attention.metadata(kv_len, cache.max_len)
+        cut = 0
+        if prefix is not None:
+            cut = prefix.n
+            pre_meta = prefix.attention.metadata(prefix.kv_len, cache.max_len)
         h = self.embed(ids)                                                   # (B, K, H)
         hq, hkv, d = self.num_q_heads, self.num_kv_heads, self.head_dim
         cos, sin = rope_tables(cos, sin)                                      # (B, K, 1, D)
         index = cache.write_index(slots)
+        last = self.num_layers - 1
         for i, p in enumerate(self.params):
             x = rms_norm(h, p.ln1, p.ln1_eps)
             q = rms_norm(F.linear(x, p.q).view(b, n, hq, d), p.q_norm, p.q_eps)
             k = rms_norm(F.linear(x, p.k).view(b, n, hkv, d), p.k_norm, p.k_eps)
             v = F.linear(x, p.v).view(b, n, hkv, d)                          # (B, K, Hkv, D)
             qk = apply_rope(torch.cat((q, k), 2), cos, sin)                # (B, K, Hq+Hkv, D)
-            q, k = qk[:, :, :hq], qk[:, :, hq:]
-            cache.write(i, k, v, slots, index)
-            if not logits and i == self.num_layers - 1:
-                return None
-            o = attention(q, cache.keys(i), cache.values(i), meta)          # (B, K, Hq*D)
+            q = qk[:, :, :hq]
+            cache.write(i, qk[:, :, hq:], v, slots, index)
+            if i == last:
+                if not logits:
+                    return None
+                if cut:                            # the committed rows feed nothing further
+                    h, q, cut = h[:, cut:], q[:, cut:], 0
+            if cut:
+                o = torch.cat((prefix.attention(q[:, :cut], cache.keys(i), cache.values(i),
+                                                pre_meta),
+                               attention(q[:, cut:], cache.keys(i), cache.values(i), meta)),
+                              1)                                              # (B, K, Hq*D)
+            else:
+                o = attention(q, cache.keys(i), cache.values(i), meta)      # (B, K, Hq*D)
             h = h + F.linear(o, p.o)
             x = rms_norm(h, p.ln2, p.ln2_eps)
             h = h + F.linear(p.act(F.linear(x, p.gate)) * F.linear(x, p.up), p.down)
