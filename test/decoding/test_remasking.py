@@ -41,6 +41,18 @@ def test_budget_commits_above_threshold_and_at_least_the_quota():
     assert got.tolist() == [[False, False, False, True, False, True]]
 
 
+def test_leftmost_commits_above_threshold_and_at_least_the_leftmost_quota():
+    masked = torch.tensor([[False, True, True, True, False, True]])
+    # above the threshold: 0.91 (position 2); the quota of 2 adds the leftmost masked
+    # position (1, confidence 0.20) although 0.50 and 0.30 are more confident
+    got = commit_mask("low_confidence_leftmost", CONF, masked, 2, False, 0.9)
+    assert got.tolist() == [[False, True, True, False, False, False]]
+    # nothing confident: exactly the quota, leftmost first
+    masked = torch.tensor([[False, True, False, True, False, True]])
+    got = commit_mask("low_confidence_leftmost", CONF, masked, 2, False, 0.9)
+    assert got.tolist() == [[False, True, False, True, False, False]]
+
+
 def test_sequential_commits_leftmost_masked():
     masked = torch.tensor([[False, True, True, False, True, True]])
     got = commit_mask("sequential", CONF, masked, 2, False, 0.9)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 
 COMMIT_RULES = ("low_confidence_dynamic", "low_confidence_static", "low_confidence_budget",
-                "sequential")
+                "low_confidence_leftmost", "sequential")
 #: The decoder backend used unless one is named: the fast decoder gives the reference
 #: decoder's tokens (tested token for token) in less time (CPU: eager with a static cache;
 #: GPU: CUDA graphs). "reference" stays available by name (``planner.DECODER_BACKENDS``).

@@ -66,6 +66,18 @@ def low_confidence_budget(confidence, masked, quota, last, threshold):
     return masked & ((confidence >= threshold) | (rank < quota) | last)
 
 
+def low_confidence_leftmost(confidence, masked, quota, last, threshold):
+    """Commit every masked position with confidence >= threshold, and at least the ``quota``
+    leftmost masked ones. Like ``low_confidence_budget`` a block finishes within its budget,
+    but the positions the model is unsure of are decided left to right, each with every
+    position before it settled. Where the layout of the text depends on earlier choices
+    (how many digits a waypoint's integer part has), ranking unsure positions by confidence
+    commits characters that assume a layout not yet chosen ("1..8", ",,"); on the bundled
+    model's held-out frames this rule leaves fewer plans unparsed than the AR teacher at
+    ~7 tokens per forward (docs/decoding.md)."""
+    return masked & ((confidence >= threshold) | (position_rank(masked) < quota) | last)
+
+
 def sequential(confidence, masked, quota, last, threshold):
     """Commit the ``quota`` leftmost masked positions."""
     return masked & ((position_rank(masked) < quota) | last)
@@ -75,6 +87,7 @@ COMMIT_RULE_FNS: dict[str, Rule] = {
     "low_confidence_dynamic": low_confidence_dynamic,
     "low_confidence_static": low_confidence_static,
     "low_confidence_budget": low_confidence_budget,
+    "low_confidence_leftmost": low_confidence_leftmost,
     "sequential": sequential,
 }
 
