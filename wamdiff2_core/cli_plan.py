@@ -23,7 +23,8 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=int, default=None,
                         help="denoising step budget per block (default: the block size)")
     parser.add_argument("--threshold", type=float, default=0.9,
-                        help="confidence threshold of the dynamic commit rule (default 0.9)")
+                        help="confidence threshold of the dynamic, budget and leftmost rules "
+                             "(default 0.9)")
     parser.add_argument("--commit-rule", default="low_confidence_dynamic",
                         choices=list(COMMIT_RULES))
     parser.add_argument("--backend", default=DEFAULT_BACKEND, choices=["fast", "reference"],

@@ -45,7 +45,9 @@ def register(subparsers) -> None:
                    help="answer block size (default: the checkpoint's)")
     p.add_argument("--steps", type=int, default=None,
                    help="denoising step budget per block (default: the block size)")
-    p.add_argument("--threshold", type=float, default=0.9)
+    p.add_argument("--threshold", type=float, default=0.9,
+                   help="confidence threshold of the dynamic, budget and leftmost rules "
+                        "(default 0.9)")
     p.add_argument("--commit-rule", default="low_confidence_dynamic",
                    choices=list(COMMIT_RULES))
     p.add_argument("--max-new-tokens", type=int, default=128)

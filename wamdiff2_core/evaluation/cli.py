@@ -52,7 +52,7 @@ def register(subparsers) -> None:
                         help="which masked positions a denoising step commits (default: "
                              "low_confidence_dynamic)")
     parser.add_argument("--threshold", type=float, default=None,
-                        help="confidence threshold of the dynamic and budget rules "
+                        help="confidence threshold of the dynamic, budget and leftmost rules "
                              "(default 0.9)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run_open_loop)
