@@ -28,16 +28,18 @@ def cuda_models():
                                          device="cuda") for p in ("diffusion", "ar")}
 
 
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "commit-pass"])
 @pytest.mark.parametrize("rows", [1, 4])
 @pytest.mark.parametrize("bs", [1, 4, 32])
 @pytest.mark.parametrize("rule", RULES)
-def test_graphs_equal_reference(cuda_models, camera_images, prompts, rule, bs, rows):
+def test_graphs_equal_reference(cuda_models, camera_images, prompts, rule, bs, rows, fuse):
     model = cuda_models["diffusion"]
     batch = model.processor.encode_prompts(prompts[:rows], [[i] for i in camera_images[:rows]])
     cfg = DecodeConfig(block_size=bs, commit_rule=rule, steps_per_block=min(bs, 4),
                        max_new_tokens=6 if bs == 1 else 3 * bs)
-    assert runner_for(model, GRAPHS).mode == "graphs"
-    fast = fast_decode(model, batch, cfg, GRAPHS)
+    graphs = FastConfig(mode="graphs", attention="sdpa", fuse_commit=fuse)
+    assert runner_for(model, graphs).mode == "graphs"
+    fast = fast_decode(model, batch, cfg, graphs)
     assert fast.sequences == reference_decode(model, batch, cfg).sequences
 
 
