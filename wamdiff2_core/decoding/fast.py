@@ -4,20 +4,24 @@ answers as ``reference.diffusion_decode`` (tests check it).
 
 Per block (B rows padded to a batch bucket, K positions):
 
-    host: x <- mask ids (eoa for finished rows); rotary, slots and key lengths of the block;
-          attention plan (FlashInfer only)
+    host: the block just finished moves to the left half of the two-block inputs; x <- mask
+          ids (eoa for finished rows); rotary, slots and key lengths of the block; attention
+          plans (FlashInfer only)
+    first step (replayed): forward of [finished block | x] against the cache: both blocks'
+          K/V written at their slots, the finished block's clean K/V committed, logits for
+          x only; then as every step below (the first block has no finished block: a step)
     step (replayed): forward of x against the cache (its K/V written at the block's slots),
           greedy choice and fp32 confidences, the commit rule with masks and ``where``,
           x <- where(commit, tokens, x), step += 1, pending <- any(x == mask)
     host: read ``pending`` every ``sync_every`` steps; stop when nothing is masked or the
-          step budget is spent
-    commit pass (replayed): the finished block's clean K/V overwrite its slots, unless this was
-          the last block or every row has ended
+          step budget is spent; stop decoding after the last block or when every row ended
 
-The block's noisy K/V are written at its own slots during the steps (scratch that the commit
-pass overwrites), which is exactly the reference's "block against the cache, then crop".
-With temperature > 0 the forward is still captured; choosing tokens runs eagerly on the real
-rows with the reference's random stream, so sampled answers match too.
+The block's noisy K/V are written at its own slots during the steps (scratch that its commit
+overwrites), which is exactly the reference's "block against the cache, then crop". With
+``FastConfig(fuse_commit=False)`` a separate commit pass (replayed) writes the finished
+block's clean K/V instead, as the reference does. With temperature > 0 the forward is still
+captured; choosing tokens runs eagerly on the real rows with the reference's random stream,
+so sampled answers match too.
 """
 from __future__ import annotations
 
