@@ -9,7 +9,9 @@
 #   compiled     the compile-then-capture mode equals the reference
 #   bench        the 2B shape, batch 1, block 32, bf16: eager vs CUDA graphs, SDPA
 #   bench-fi     the same with FlashInfer attention
-#   bench-cg     per-forward latencies with compile-graphs (compiles three 2B steps)
+#   bench-cg     per-forward latencies with compile-graphs (compiles five 2B steps: the
+#                fused state's block and first steps, the unfused state's block step and
+#                commit pass for the latency table, the AR step)
 set -o pipefail
 OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
 STEPS=${STEPS:-tests flashinfer compiled bench bench-fi bench-cg}
@@ -40,14 +42,14 @@ tests() {  # tests NAME TIMEOUT -k EXPR
 }
 for step in $STEPS; do
   case $step in
-    tests) tests pytest_graphs "${T_TESTS:-120}" -k "not flashinfer and not compiled" ;;
+    tests) tests pytest_graphs "${T_TESTS:-240}" -k "not flashinfer and not compiled" ;;
     flashinfer) tests pytest_flashinfer "${T_FI:-200}" -k flashinfer ;;
     compiled) tests pytest_compiled "${T_COMPILED:-150}" -k compiled ;;
     bench) bench bench_2b_sdpa "${T_BENCH:-150}" --attention sdpa --samples 2 \
              --max-new-tokens 64 --latency-modes eager,graphs ;;
     bench-fi) bench bench_2b_flashinfer "${T_BENCH:-150}" --attention flashinfer --samples 2 \
                 --max-new-tokens 64 --latency-modes eager,graphs ;;
-    bench-cg) bench bench_2b_compile_graphs "${T_BENCH_CG:-240}" --attention sdpa \
+    bench-cg) bench bench_2b_compile_graphs "${T_BENCH_CG:-420}" --attention sdpa \
                 --samples 1 --max-new-tokens 32 --latency-modes graphs,compile-graphs ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac
