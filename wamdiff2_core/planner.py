@@ -96,37 +96,54 @@ def load_model(path_or_preset: str | Path | None, device: str = "cpu",
                                      dtype=dt or torch.float32)
 
 
+_KEEP = object()
+
+
 class Planner:
-    """Plans, detects and answers from camera images with one Wamdiff2 model."""
+    """Plans, detects and answers from camera images with one Wamdiff2 model.
+
+    ``decode`` sets how every answer is decoded; ``plan_decode``, when given, replaces it for
+    planning answers only (e.g. the fast planning rule, ``low_confidence_leftmost`` with 8
+    steps per block, while questions keep the default rule: docs/decoding.md)."""
 
     def __init__(self, model: Wamdiff2Model, decode: DecodeConfig = DecodeConfig(),
-                 backend: str = DEFAULT_BACKEND):
+                 backend: str = DEFAULT_BACKEND, plan_decode: DecodeConfig | None = None):
         if backend not in DECODER_BACKENDS:
             raise ValueError(f"unknown decoder backend {backend!r}; "
                              f"known: {', '.join(sorted(DECODER_BACKENDS))}")
         self.model = model
         self.decode = decode
         self.backend = backend
+        self.plan_decode = plan_decode
 
     @classmethod
     def from_pretrained(cls, path_or_preset: str | Path | None = None,
                         decode: DecodeConfig = DecodeConfig(), device: str = "cpu",
                         dtype: str | torch.dtype | None = None,
-                        backend: str = DEFAULT_BACKEND) -> "Planner":
+                        backend: str = DEFAULT_BACKEND,
+                        plan_decode: DecodeConfig | None = None) -> "Planner":
         """Load a checkpoint directory, build a preset, or (None) load the bundled model."""
-        return cls(load_model(path_or_preset, device, dtype), decode, backend)
+        return cls(load_model(path_or_preset, device, dtype), decode, backend, plan_decode)
 
-    def reconfigure(self, decode: DecodeConfig | None = None,
-                    backend: str | None = None) -> "Planner":
-        """A new planner sharing these weights with other decoding settings."""
-        return type(self)(self.model, decode or self.decode, backend or self.backend)
+    def reconfigure(self, decode: DecodeConfig | None = None, backend: str | None = None,
+                    plan_decode=_KEEP) -> "Planner":
+        """A new planner sharing these weights with other decoding settings (``plan_decode``:
+        kept unless given; None drops it)."""
+        return type(self)(self.model, decode or self.decode, backend or self.backend,
+                          self.plan_decode if plan_decode is _KEEP else plan_decode)
+
+    @property
+    def planning_decode(self) -> DecodeConfig:
+        """The settings planning answers are decoded with."""
+        return self.plan_decode or self.decode
 
     # ------------------------------------------------------------------ core
-    def generate(self, prompts: Sequence[str], images: Sequence[list]
-                 ) -> tuple[list[str], DecodeStats]:
-        """Raw answer texts for a batch of prompts (one image list per prompt)."""
+    def generate(self, prompts: Sequence[str], images: Sequence[list],
+                 decode: DecodeConfig | None = None) -> tuple[list[str], DecodeStats]:
+        """Raw answer texts for a batch of prompts (one image list per prompt), decoded with
+        ``decode`` (default: the planner's ``decode``)."""
         batch = self.model.processor.encode_prompts(list(prompts), [list(i) for i in images])
-        out = DECODER_BACKENDS[self.backend](self.model, batch, self.decode)
+        out = DECODER_BACKENDS[self.backend](self.model, batch, decode or self.decode)
         texts = [self.model.processor.decode_answer(s) for s in out.sequences]
         return texts, out.stats
 
@@ -136,7 +153,8 @@ class Planner:
         AnswerParseError in that slot, so one bad row does not hide the others."""
         prompts = [tasks.planning_prompt(o.command, o.velocity, o.acceleration, o.position)
                    for o in observations]
-        texts, stats = self.generate(prompts, [o.images for o in observations])
+        texts, stats = self.generate(prompts, [o.images for o in observations],
+                                     self.planning_decode)
         results = []
         for text in texts:
             try:
@@ -167,8 +185,12 @@ class Planner:
         return AnswerResult(tasks.parse_answer(texts[0]), stats)
 
     def warmup(self, width: int = 320, height: int = 180) -> DecodeStats:
-        """One throw-away decode on a blank image so the first real request is not slow."""
+        """Throw-away decodes on a blank image so the first real request is not slow: a plan,
+        and with ``plan_decode`` also a question (the fast decoder builds a state per rule).
+        Returns the plan's stats."""
         blank = np.zeros((height, width, 3), np.uint8)
         _, stats = self.generate([tasks.planning_prompt("straight", (0.0, 0.0), (0.0, 0.0))],
-                                 [[blank]])
+                                 [[blank]], self.planning_decode)
+        if self.plan_decode is not None:
+            self.generate([tasks.qa_prompt("Is the road clear?")], [[blank]])
         return stats

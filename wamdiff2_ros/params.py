@@ -2,19 +2,22 @@
 
 This is the one place where ROS parameters meet the core's configuration: every
 `decode.*` parameter maps one-to-one onto a field of `wamdiff2_core.decoding.DecodeConfig`
-(`0` stands for the field's `None`), and `node_config` turns a full set of parameter values
+(`0` stands for the field's `None`); the `planning_decode.*` parameters override three of
+those fields for planning answers only (each has an "as `decode.*`" value, its default); and
+`node_config` turns a full set of parameter values
 into a frozen `NodeConfig` or raises ValueError naming the parameter and the reason.
 
 Each parameter belongs to a group saying what a change at run time needs:
 ``load`` (a new model: only while the node is unconfigured), ``io`` (new subscriptions or
-timers: only while unconfigured), ``decode`` (the `decode.*` values and `backend`: a new
+timers: only while unconfigured), ``decode`` (the `decode.*` and `planning_decode.*`
+values and `backend`: a new
 planner sharing the weights, warmed up, then swapped in whole or not at all), ``live``
 (applies to the next frame).
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping
 
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
@@ -88,6 +91,30 @@ def _decode_spec(field: str) -> ParamSpec:
                      choices=COMMIT_RULES if field == "commit_rule" else None, field=field)
 
 
+# Planning overrides: DecodeConfig field -> (ROS default meaning "as decode.*", description,
+# range, ROS value -> field value)
+_PLAN_DECODE: dict[str, tuple[Any, str, tuple | None, Callable[[Any], Any]]] = {
+    "commit_rule": ("", "Commit rule for planning answers only; empty: decode.commit_rule "
+                        "(low_confidence_leftmost with 8 steps and threshold 0.95 is the fast "
+                        "planning setting, docs/decoding.md)", None, str),
+    "steps_per_block": (-1, "Denoising step budget per block for planning answers only; -1: "
+                            "decode.steps_per_block; 0: one step per position", (-1, 1024),
+                        _none_if_zero),
+    "threshold": (0.0, "Commit threshold for planning answers only; 0: decode.threshold",
+                  (0.0, 1.0), float),
+}
+
+
+def _plan_decode_spec(field: str) -> ParamSpec:
+    default, description, limits, _ = _PLAN_DECODE[field]
+    is_int = isinstance(default, int)
+    return ParamSpec(f"planning_decode.{field}", default, description, "decode",
+                     int_range=limits if is_int else None,
+                     float_range=limits if isinstance(default, float) else None,
+                     choices=("",) + COMMIT_RULES if field == "commit_rule" else None,
+                     field=field)
+
+
 PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("autostart", True, "Configure (load + warm up) and activate at start-up; "
                                  "false: wait for lifecycle transitions", "load"),
@@ -97,6 +124,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("dtype", "", "Weights dtype; empty: the checkpoint's own", "load",
               choices=DTYPES),
     *(_decode_spec(f) for f in _DECODE),
+    *(_plan_decode_spec(f) for f in _PLAN_DECODE),
     ParamSpec("backend", DEFAULT_BACKEND, "Decoder backend registered in wamdiff2_core.planner."
                                  "DECODER_BACKENDS: fast (static KV cache; CUDA graphs on a "
                                  "GPU) or reference (eager, the ground truth); same tokens",
@@ -142,6 +170,7 @@ class NodeConfig:
     device: str
     dtype: str | None
     decode: DecodeConfig
+    plan_decode: DecodeConfig | None  # planning answers' settings; None: `decode`
     backend: str
     tasks: frozenset[str]
     default_command: str
@@ -173,6 +202,20 @@ def decode_config(values: Mapping[str, Any]) -> DecodeConfig:
         raise ValueError(f"decode.{exc}") from None
 
 
+def plan_decode_config(values: Mapping[str, Any], decode: DecodeConfig
+                       ) -> DecodeConfig | None:
+    """``decode`` with the `planning_decode.*` overrides that are set; None when none is."""
+    overrides = {field: to_field(values[f"planning_decode.{field}"])
+                 for field, (unset, _, _, to_field) in _PLAN_DECODE.items()
+                 if values[f"planning_decode.{field}"] != unset}
+    if not overrides:
+        return None
+    try:
+        return replace(decode, **overrides)
+    except ValueError as exc:
+        raise ValueError(f"planning_decode.{exc}") from None
+
+
 def decode_values(decode: DecodeConfig) -> dict[str, Any]:
     """The `decode.*` parameter values that describe `decode` (the inverse of decode_config)."""
     values = {field: getattr(decode, field) for field in _DECODE}
@@ -201,12 +244,14 @@ def node_config(values: Mapping[str, Any]) -> NodeConfig:
                              "(letters, digits, underscores; starts with a letter)")
     if not values["output_frame"].strip():
         raise ValueError("output_frame: must not be empty")
+    decode = decode_config(values)
     return NodeConfig(
         autostart=bool(values["autostart"]),
         checkpoint=values["checkpoint"] or None,
         device=device,
         dtype=values["dtype"] or None,
-        decode=decode_config(values),
+        decode=decode,
+        plan_decode=plan_decode_config(values, decode),
         backend=values["backend"],
         tasks=frozenset(tasks),
         default_command=values["default_command"],

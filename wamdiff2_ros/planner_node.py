@@ -136,8 +136,9 @@ class PlannerNode(LifecycleNode):
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         cfg = self.config
         self._set_state("configuring")
+        plan = f"; planning: {cfg.plan_decode}" if cfg.plan_decode else ""
         self.get_logger().info(f"loading {cfg.checkpoint or 'the bundled model'} on "
-                               f"{cfg.device} ({cfg.decode})")
+                               f"{cfg.device} ({cfg.decode}{plan})")
         try:
             # torch loads here, not at import: bad parameters and Ctrl-C during start-up are
             # handled by main() before the slow import.
@@ -145,7 +146,8 @@ class PlannerNode(LifecycleNode):
 
             planner = Planner.from_pretrained(cfg.checkpoint, decode=cfg.decode,
                                               device=cfg.device, dtype=cfg.dtype,
-                                              backend=cfg.backend)
+                                              backend=cfg.backend,
+                                              plan_decode=cfg.plan_decode)
             stats = planner.warmup()
         except Exception as exc:  # noqa: BLE001 - a failed configure leaves us unconfigured
             self._set_state("unconfigured")
@@ -316,7 +318,8 @@ class PlannerNode(LifecycleNode):
         planner = None
         if "decode" in changed and self._planner is not None:
             try:
-                planner = self._planner.reconfigure(cfg.decode, backend=cfg.backend)
+                planner = self._planner.reconfigure(cfg.decode, backend=cfg.backend,
+                                                    plan_decode=cfg.plan_decode)
                 planner.warmup()
             except Exception as exc:  # noqa: BLE001 - rejected, the old planner stays
                 return SetParametersResult(successful=False, reason=(

@@ -40,6 +40,21 @@ def test_decode_parameters_map_one_to_one_onto_decode_config():
     assert params.node_config(_defaults()).decode == DecodeConfig()
 
 
+def test_planning_decode_overrides_only_what_is_set():
+    assert params.node_config(_defaults()).plan_decode is None          # all "as decode.*"
+    values = dict(_defaults(), **{"decode.threshold": 0.8,
+                                  "planning_decode.commit_rule": "low_confidence_leftmost",
+                                  "planning_decode.steps_per_block": 8})
+    cfg = params.node_config(values)
+    assert cfg.decode == DecodeConfig(threshold=0.8)
+    assert cfg.plan_decode == DecodeConfig(threshold=0.8, commit_rule="low_confidence_leftmost",
+                                           steps_per_block=8)
+    values["planning_decode.threshold"] = 0.95
+    values["planning_decode.steps_per_block"] = 0                        # one per position
+    assert params.node_config(values).plan_decode == DecodeConfig(
+        threshold=0.95, commit_rule="low_confidence_leftmost")
+
+
 def test_params_file_declares_exactly_the_node_parameters_with_their_defaults():
     tree = yaml.safe_load(PARAMS_FILE.read_text())
     values = _flatten(tree["wamdiff2_planner"]["ros__parameters"])
@@ -64,6 +79,8 @@ def test_every_parameter_has_a_description_and_numbers_have_ranges():
     ("cameras", [], "cameras"),
     ("decode.commit_rule", "bogus", "decode.commit_rule"),
     ("decode.threshold", 0.0, "decode.threshold"),
+    ("planning_decode.commit_rule", "bogus", "planning_decode.commit_rule"),
+    ("planning_decode.steps_per_block", -2, "planning_decode.steps_per_block"),
     ("default_command", "reverse", "default_command"),
     ("image_transport", "theora", "image_transport"),
     ("camera_qos", "fast", "camera_qos"),
@@ -151,6 +168,21 @@ def _runtime_changes(node) -> bool:
         assert node._planner is not planner and node._planner.model is planner.model
         assert node._planner.decode.block_size == 8 and node._planner.decode.threshold == 0.7
         assert node.config.decode == node._planner.decode
+        assert node._planner.plan_decode is None
+
+        # Planning-only settings: a planner whose plans use them, questions the others.
+        result = node.set_parameters_atomically([
+            Parameter("planning_decode.commit_rule", value="low_confidence_leftmost"),
+            Parameter("planning_decode.steps_per_block", value=2)])
+        assert result.successful, result.reason
+        assert node._planner.plan_decode == dataclasses.replace(
+            node._planner.decode, commit_rule="low_confidence_leftmost", steps_per_block=2)
+        assert node._planner.decode.commit_rule == "low_confidence_dynamic"
+        # ... kept across a later decode change, which they follow where not overridden
+        result = node.set_parameters([Parameter("decode.threshold", value=0.6)])[0]
+        assert result.successful, result.reason
+        assert node._planner.plan_decode.threshold == 0.6
+        assert node._planner.plan_decode.commit_rule == "low_confidence_leftmost"
 
         # A planner that cannot be built is rejected with the reason; the old one stays.
         result = node.set_parameters([Parameter("backend", value="no_such_backend")])[0]
