@@ -81,16 +81,6 @@ _DECODE: dict[str, tuple[Any, str, tuple | None, Callable[[Any], Any]]] = {
     "seed": (0, "Sampling seed (used when temperature > 0)", (0, _INT32_MAX), int),
 }
 
-
-def _decode_spec(field: str) -> ParamSpec:
-    default, description, limits, _ = _DECODE[field]
-    is_int = isinstance(default, int)
-    return ParamSpec(f"decode.{field}", default, description, "decode",
-                     int_range=limits if is_int and limits else None,
-                     float_range=limits if not is_int and isinstance(default, float) else None,
-                     choices=COMMIT_RULES if field == "commit_rule" else None, field=field)
-
-
 # Planning overrides: DecodeConfig field -> (ROS default meaning "as decode.*", description,
 # range, ROS value -> field value)
 _PLAN_DECODE: dict[str, tuple[Any, str, tuple | None, Callable[[Any], Any]]] = {
@@ -105,14 +95,18 @@ _PLAN_DECODE: dict[str, tuple[Any, str, tuple | None, Callable[[Any], Any]]] = {
 }
 
 
-def _plan_decode_spec(field: str) -> ParamSpec:
-    default, description, limits, _ = _PLAN_DECODE[field]
-    is_int = isinstance(default, int)
-    return ParamSpec(f"planning_decode.{field}", default, description, "decode",
-                     int_range=limits if is_int else None,
-                     float_range=limits if isinstance(default, float) else None,
-                     choices=("",) + COMMIT_RULES if field == "commit_rule" else None,
-                     field=field)
+def _decode_specs(prefix: str, table: dict, rules: tuple[str, ...]) -> list[ParamSpec]:
+    """The ``prefix.<field>`` parameters of a DecodeConfig field table (decode group);
+    ``rules``: the values a commit_rule parameter takes."""
+    specs = []
+    for field, (default, description, limits, _) in table.items():
+        is_int = isinstance(default, int)
+        specs.append(ParamSpec(
+            f"{prefix}.{field}", default, description, "decode",
+            int_range=limits if is_int and limits else None,
+            float_range=limits if not is_int and isinstance(default, float) else None,
+            choices=rules if field == "commit_rule" else None, field=field))
+    return specs
 
 
 PARAMS: tuple[ParamSpec, ...] = (
@@ -123,8 +117,8 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("device", "cpu", "torch device: cpu, cuda, cuda:N or mps", "load"),
     ParamSpec("dtype", "", "Weights dtype; empty: the checkpoint's own", "load",
               choices=DTYPES),
-    *(_decode_spec(f) for f in _DECODE),
-    *(_plan_decode_spec(f) for f in _PLAN_DECODE),
+    *_decode_specs("decode", _DECODE, COMMIT_RULES),
+    *_decode_specs("planning_decode", _PLAN_DECODE, ("",) + COMMIT_RULES),
     ParamSpec("backend", DEFAULT_BACKEND, "Decoder backend registered in wamdiff2_core.planner."
                                  "DECODER_BACKENDS: fast (static KV cache; CUDA graphs on a "
                                  "GPU) or reference (eager, the ground truth); same tokens",

@@ -246,19 +246,19 @@ def forward_latency(model: Wamdiff2Model, sample: Sample, batch: int, block: int
     out = {}
     diff = model.with_fields(paradigm="diffusion", block_size=block)
     cfg = DecodeConfig(block_size=block, max_new_tokens=2 * block)
-    for fuse in (True, False):
+
+    def state(fuse: bool):                                    # built and filled by a decode
         f = replace(fast, fuse_commit=fuse)
-        fast_decode(diff, enc, cfg, f)                        # builds and fills a state
+        fast_decode(diff, enc, cfg, f)
         runner = runner_for(diff, f)
-        st = runner.states[("diffusion", runner.bucket(batch), block, cfg.commit_rule, True,
-                            fuse)]
-        if fuse:
-            out["block_step"] = _time(lambda: st.run_step(0.0, None, batch), reps,
-                                      runner.device)
-            out["first_step"] = _time(lambda: st.run_step(0.0, None, batch, first=True), reps,
-                                      runner.device)
-        else:
-            out["commit"] = _time(st.commit, reps, runner.device)
+        key = ("diffusion", runner.bucket(batch), block, cfg.commit_rule, True, fuse)
+        return runner.states[key], runner.device
+
+    fused, dev = state(True)
+    out["block_step"] = _time(lambda: fused.run_step(0.0, None, batch), reps, dev)
+    out["first_step"] = _time(lambda: fused.run_step(0.0, None, batch, first=True), reps, dev)
+    unfused, dev = state(False)
+    out["commit"] = _time(unfused.commit, reps, dev)
     ar = model.with_fields(paradigm="ar", block_size=1)
     fast_decode(ar, enc, DecodeConfig(max_new_tokens=reps + 2), fast)
     runner = runner_for(ar, fast)
