@@ -17,10 +17,15 @@ from sim_frames import sim_frames
 
 pytestmark = pytest.mark.ros
 RATE_HZ, DURATION_S = 30.0, 20.0
+# Planning must be slower than the camera by construction, not by the machine's speed: two
+# blocks of 32 tokens, one token per denoising step (64 forwards a plan, ~5x the FAST_TINY
+# decode), so a plan takes well over the 33 ms between frames on any CPU.
+SLOW_TINY = dict(FAST_TINY, **{"decode.max_new_tokens": 64, "decode.steps_per_block": 32,
+                               "decode.commit_rule": "low_confidence_static"})
 
 
 def test_30hz_for_20s_while_planning_is_slower(ros_domain, tmp_path):
-    node = NodeProcess(ros_domain, tmp_path, FAST_TINY)
+    node = NodeProcess(ros_domain, tmp_path, SLOW_TINY)
     client = RosClient(ros_domain)
     try:
         client.wait_ready(node)
