@@ -21,7 +21,7 @@ def test_load_prefill_packs_rows_and_write_hits_slots():
     assert cache.keys(0)[1, :, 2:].abs().sum() == 0      # nothing else written
     k = torch.randn(2, 2, 1, 3)                           # (B, K, Hkv, D)
     slots = torch.tensor([[5, 6], [2, 3]])
-    cache.write(1, k, -k, slots)
+    cache.write(1, k, -k, cache.write_index(slots))
     torch.testing.assert_close(cache.keys(1)[0, 0, 5:7], k[0, :, 0])
     torch.testing.assert_close(cache.values(1)[1, 0, 2:4], -k[1, :, 0])
     torch.testing.assert_close(cache.keys(1)[1, :, :2], dyn.layers[1].keys[1, :, 3:])

@@ -51,13 +51,10 @@ class StaticKVCache:
         heads, dim = self.kv.shape[3], self.kv.shape[5]
         return slots[None, :, None, :, None].expand(2, -1, heads, -1, dim)
 
-    def write(self, layer: int, k: torch.Tensor, v: torch.Tensor, slots: torch.Tensor,
-              index: torch.Tensor | None = None) -> None:
-        """Write keys/values k, v (B, K, Hkv, D) of one layer at ``slots`` (B, K) per row (one
-        scatter; ``index``: ``write_index(slots)`` if already built). Fixed shapes, no host
+    def write(self, layer: int, k: torch.Tensor, v: torch.Tensor, index: torch.Tensor) -> None:
+        """Write keys/values k, v (B, K, Hkv, D) of one layer at the slots that ``index``
+        (``write_index(slots)``) holds, in one scatter. Fixed shapes, no host
         synchronisation."""
-        if index is None:
-            index = self.write_index(slots)
         kv = torch.stack((k.transpose(1, 2), v.transpose(1, 2)))             # (2, B, Hkv, K, D)
         self.kv[layer].scatter_(3, index, kv)
 

@@ -161,7 +161,7 @@ class StaticTextModel:
             v = F.linear(x, p.v).view(b, n, hkv, d)                          # (B, K, Hkv, D)
             qk = apply_rope(torch.cat((q, k), 2), cos, sin)                # (B, K, Hq+Hkv, D)
             q = qk[:, :, :hq]
-            cache.write(i, qk[:, :, hq:], v, slots, index)
+            cache.write(i, qk[:, :, hq:], v, index)
             if i == last:
                 if not logits:
                     return None
