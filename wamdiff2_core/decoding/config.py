@@ -14,7 +14,9 @@ DEFAULT_BACKEND = "fast"
 @dataclass(frozen=True)
 class DecodeConfig:
     """How to decode. ``None`` block size / step budget mean: the checkpoint's block size and
-    a budget of one step per position (the dynamic rule usually needs far fewer)."""
+    a budget of one step per position (the dynamic rule usually needs far fewer).
+    ``constrained``: keep every answer inside its task's language (the caller names the
+    language; ``decoding.constraints``), so it always parses."""
     block_size: int | None = None
     steps_per_block: int | None = None
     threshold: float = 0.9
@@ -22,6 +24,7 @@ class DecodeConfig:
     temperature: float = 0.0
     max_new_tokens: int = 128
     seed: int = 0
+    constrained: bool = False
 
     def __post_init__(self):
         if self.block_size is not None and not 1 <= self.block_size <= 256:
