@@ -12,8 +12,8 @@ Both follow the same rule (docs/decoding.md, "Constrained decoding"):
    its best token among those still allowed after the fills before it (when the picks of
    "commit all" are jointly completable this is exactly them).
 
-``reference_step`` does it plainly: host branches per row, the picks tried from all of them
-down to fewer, and the fill recomputing the forward and backward sets after every single
+``reference_step`` does it plainly: host branches per row, a binary search for the longest
+completable run of picks, and the fill recomputing the forward and backward sets after every single
 position. ``fast_step`` does it with masks and ``where``: the longest completable run of
 picks read off the forward sets of the picks and the backward sets of the block
 (``sets.feasible_prefix``), and the one-pass fill, with no host synchronisation. Tests
@@ -50,12 +50,18 @@ def reference_step(auto: DeviceAutomaton, entry: torch.Tensor, x: torch.Tensor,
     position = torch.arange(x.shape[1], device=x.device)
     out = []
     for r in range(x.shape[0]):
-        for p in range(x.shape[1], -1, -1):                 # all picks, then fewer
-            tried = torch.where(commit[r] & (position < p), tokens[r], x[r])
-            good, _ = sets.feasible(auto, entry[r:r + 1], tried.unsqueeze(0), mask_id, ok)
-            if bool(good):
-                break
-        out.append(tried)
+        def picks_left_of(p: int) -> torch.Tensor:
+            return torch.where(commit[r] & (position < p), tokens[r], x[r])
+
+        def completable(p: int) -> bool:
+            return bool(sets.feasible(auto, entry[r:r + 1], picks_left_of(p).unsqueeze(0),
+                                      mask_id, ok)[0])
+
+        lo, hi = 0, x.shape[1]            # the largest completable p: binary search (fewer
+        while lo < hi:                    # picks never turn a completable block otherwise)
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if completable(mid) else (lo, mid - 1)
+        out.append(picks_left_of(lo))
     return torch.stack(out)
 
 
