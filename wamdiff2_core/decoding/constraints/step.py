@@ -13,7 +13,7 @@ Both follow the same rule (docs/decoding.md, "Constrained decoding"):
    "commit all" are jointly completable this is exactly them).
 
 ``reference_step`` does it plainly: host branches per row, a binary search for the longest
-completable run of picks, and the fill recomputing the forward and backward sets after every single
+completable run of picks, and the fill walking the automaton on the host, position by
 position. ``fast_step`` does it with masks and ``where``: the longest completable run of
 picks read off the forward sets of the picks and the backward sets of the block
 (``sets.feasible_prefix``), and the one-pass fill, with no host synchronisation. Tests
@@ -66,19 +66,27 @@ def reference_step(auto: DeviceAutomaton, entry: torch.Tensor, x: torch.Tensor,
 
 
 def _fill_plain(auto, entry, x, mask_id, ok, scores) -> torch.Tensor:
-    """Fill masked positions left to right, recomputing the allowed sets after each."""
+    """Fill masked positions left to right with host-side walks of the automaton: the
+    states after the filled prefix, and the moves from them into the backward sets of the
+    block (the positions right of the one being filled do not change)."""
+    bwd = sets.backward_sets(auto, sets.edge_candidates(auto, x, mask_id), ok) > 0
+    moves: dict[int, list[tuple[int, int]]] = {}
+    for s, c, n in zip(auto.src.tolist(), auto.col.tolist(), auto.dst.tolist()):
+        moves.setdefault(s, []).append((c, n))
+    col_of = auto.tok_col.tolist()
     x = x.clone()
     for r in range(x.shape[0]):
+        states = set(torch.nonzero(entry[r] > 0).flatten().tolist())
         for i in range(x.shape[1]):
-            if int(x[r, i]) != mask_id:
-                continue
-            row = x[r:r + 1]
-            cand = sets.edge_candidates(auto, row, mask_id)
-            allowed = sets.allowed_tokens(auto, sets.forward_sets(auto, entry[r:r + 1], cand,
-                                                                  ok),
-                                          sets.backward_sets(auto, cand, ok))[0, i]
-            best = torch.where(allowed, scores[r, i], sets.NEG_INF).argmax()
-            x[r, i] = auto.col_tok[best]
+            into = bwd[r, i + 1].tolist()
+            options = sorted({c for s in states for c, n in moves.get(s, ()) if into[n]})
+            if int(x[r, i]) == mask_id:
+                row = scores[r, i].tolist()
+                best = max(options, key=lambda c: row[c])     # the lowest column on ties
+                x[r, i] = int(auto.col_tok[best])
+            else:
+                best = col_of[int(x[r, i])]
+            states = {n for s in states for c, n in moves.get(s, ()) if c == best and into[n]}
     return x
 
 
