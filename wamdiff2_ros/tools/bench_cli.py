@@ -7,6 +7,7 @@ import json
 
 from wamdiff2_core.apps.common import (CliError, add_decode_options, add_model_arguments,
                                        decode_config, subgroup)
+from wamdiff2_core.sim.camera import parse_resolution
 from wamdiff2_core.types import bundled_checkpoint_path
 
 
@@ -31,12 +32,9 @@ def register(subparsers) -> None:
 
 def _size(text: str) -> tuple[int, int]:
     try:
-        width, height = (int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise CliError(f"--size {text!r} is not WIDTHxHEIGHT") from None
-    if width < 16 or height < 16:
-        raise CliError(f"--size {text} is too small")
-    return width, height
+        return parse_resolution(text)
+    except ValueError as exc:
+        raise CliError(f"--size: {exc}") from None
 
 
 def run(args: argparse.Namespace) -> int:

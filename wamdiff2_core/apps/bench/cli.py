@@ -7,6 +7,7 @@ from pathlib import Path
 
 from wamdiff2_core.apps.common import (CliError, add_decode_options, apply_threads, decode_config,
                                        subgroup)
+from wamdiff2_core.sim.camera import parse_resolution
 from wamdiff2_core.types import bundled_checkpoint_path
 
 AR_TEACHER_SUBDIR = "ar_teacher"      # <checkpoint>/ar_teacher/: the AR teacher, if shipped
@@ -15,10 +16,9 @@ HELDOUT_SUBDIR = "heldout"            # <checkpoint>/heldout/train.json: a held-
 
 def _size(text: str) -> tuple[int, int]:
     try:
-        w, h = (int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected WIDTHxHEIGHT, got {text!r}") from None
-    return w, h
+        return parse_resolution(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def register(subparsers) -> None:
