@@ -2,6 +2,8 @@
 fast decoder gives the reference's tokens, its steps never sync the host, and the
 constrained step compiles on the CPU. Tiny untrained fp32 models (their logits are as good
 as random) on the CPU."""
+from dataclasses import replace
+
 import pytest
 import torch
 from test_fast_decoder import HostSyncSpy, encode, early_eoa
@@ -128,16 +130,22 @@ def test_constrained_ar_decoders(ar_model, camera_images, prompts):
 
 def test_the_switch_and_its_errors(model, camera_images, prompts):
     batch = encode(model, prompts, camera_images, 1)
-    plain = DecodeConfig(block_size=32, max_new_tokens=96)
-    # a language without the switch changes nothing
-    assert diffusion_decode(model, batch, plain, language=PLANNING).sequences == \
-        diffusion_decode(model, batch, plain).sequences
+    off = DecodeConfig(block_size=32, max_new_tokens=96, constrained=False)
+    default = DecodeConfig(block_size=32, max_new_tokens=96)
+    # off: a language changes nothing; the default: a language given is enforced
+    unconstrained = diffusion_decode(model, batch, default).sequences
+    assert diffusion_decode(model, batch, off, language=PLANNING).sequences == unconstrained
+    assert fast_diffusion_decode(model, batch, default, language=PLANNING).sequences == \
+        diffusion_decode(
+        model, batch, replace(default, constrained=True), language=PLANNING).sequences
+    assert not PLANNING.matches(texts(model, diffusion_decode(model, batch, default))[0])
     with pytest.raises(ValueError, match="needs the answer's language"):
         fast_diffusion_decode(model, batch, DecodeConfig(constrained=True))
     with pytest.raises(ValueError, match="takes 80 tokens"):
         diffusion_decode(model, batch, DecodeConfig(max_new_tokens=64, constrained=True),
                          language=PLANNING)
-    assert DecodeConfig.from_dict({"constrained": True}).constrained
+    with pytest.raises(ValueError, match="constrained must be"):
+        DecodeConfig(constrained="yes")
 
 
 @pytest.mark.parametrize("rule", COMMIT_RULES)

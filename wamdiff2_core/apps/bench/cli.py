@@ -43,7 +43,8 @@ def register(subparsers) -> None:
     p.add_argument("--device", default="cpu", help="torch device (default: cpu)")
     p.add_argument("--dtype", default=None, help="float32 | bfloat16 (default: float32)")
     add_decode_options(p, ("block_size", "steps_per_block", "threshold", "commit_rule",
-                           "max_new_tokens"), flags={"steps_per_block": "--steps"})
+                           "max_new_tokens", "constrained"), flags={"steps_per_block": "--steps"},
+                       defaults={"constrained": "both, side by side"})
     p.add_argument("--mode", default="auto",
                    choices=["auto", "eager", "compile", "graphs", "compile-graphs"],
                    help="fast decoders' execution (auto: CUDA graphs on a GPU, eager on CPU)")
@@ -115,6 +116,19 @@ def _latency_modes(text: str | None, model, fast) -> list[str]:
         raise CliError(str(exc)) from None
 
 
+def _check_budget(model, cfg) -> None:
+    """The constrained setting needs room for the shortest plan: one sentence otherwise."""
+    from wamdiff2_core import tasks
+    from wamdiff2_core.decoding.constraints.session import LanguageError, automaton_for
+
+    if cfg.constrained is False:
+        return
+    try:
+        automaton_for(model, tasks.planning_language(), cfg.max_new_tokens)
+    except LanguageError as exc:
+        raise CliError(f"{exc}; raise --max-new-tokens or pass --no-constrained") from None
+
+
 def run_bench_decode(args) -> int:
     from wamdiff2_core.apps.bench.decode import (HELDOUT_SEED, data_samples, generated_samples,
                                                  run_benchmark, synthetic_samples)
@@ -135,6 +149,7 @@ def run_bench_decode(args) -> int:
     except ValueError as exc:
         raise CliError(str(exc)) from None
     model, ar, trained, teacher = _load(args)
+    _check_budget(model, cfg)
     n = max(args.samples or 8, args.batch)
     data = args.data
     source = args.checkpoint or (None if args.preset else bundled_checkpoint_path())

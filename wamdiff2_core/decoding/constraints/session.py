@@ -38,14 +38,15 @@ def automaton_for(model, language: AnswerLanguage, max_new_tokens: int) -> Devic
 
 
 def language_for(cfg: DecodeConfig, language: AnswerLanguage | None) -> AnswerLanguage | None:
-    """The language a decode enforces: ``language`` when ``cfg.constrained``, else none.
+    """The language a decode enforces: none when ``cfg.constrained`` is False, else the
+    caller's ``language`` (None: unconstrained, unless ``cfg.constrained`` is True).
 
     Raises:
-        ValueError: ``cfg.constrained`` without a language to enforce.
+        ValueError: ``cfg.constrained`` True without a language to enforce.
     """
-    if not cfg.constrained:
+    if cfg.constrained is False:
         return None
-    if language is None:
+    if language is None and cfg.constrained:
         raise ValueError("constrained decoding needs the answer's language (the task's "
                          "AnswerLanguage); none was given")
     return language
@@ -142,7 +143,6 @@ class FastConstraint:
                    offset: torch.Tensor, temperature: float, gen) -> torch.Tensor:
         """An AR decoder's next token (R, 1) at answer ``offset`` (a device scalar) for the
         first R rows: a one-position block (end-of-answer where ``done``), filled at once."""
-        rows = done.shape[0]
         self.entry.copy_(self.exit)
         self.offset.copy_(offset.reshape(()))
         x = torch.where(done, self.eoa, self.mask_id).unsqueeze(-1)          # (R, 1)
