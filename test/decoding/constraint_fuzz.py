@@ -9,7 +9,6 @@ import re
 import torch
 
 from wamdiff2_core.decoding.config import DecodeConfig
-from wamdiff2_core.decoding.constraints import sets, step
 from wamdiff2_core.decoding.constraints.compile import compile_tokens
 from wamdiff2_core.decoding.constraints.session import FastConstraint, ReferenceConstraint
 from wamdiff2_core.decoding.remasking import transfer_schedule
