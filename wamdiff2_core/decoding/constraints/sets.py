@@ -57,11 +57,12 @@ def sweep(gather: torch.Tensor, scatter: torch.Tensor, first: torch.Tensor,
     (what bounds a step's cost on a CPU or inside a CUDA graph)."""
     rows, k, _ = cand.shape
     out = first.new_zeros(rows, k + 1, first.shape[-1])
-    out[:, 0] = first
+    sets, cands, oks = out.unbind(1), cand.unbind(1), ok.unbind(0)    # views, made once
+    sets[0].copy_(first)
     index = scatter.expand(rows, -1)
     for i in range(k):
-        moved = out[:, i].index_select(1, gather).mul_(cand[:, i])           # (R, M)
-        out[:, i + 1].scatter_reduce_(1, index, moved, "amax").mul_(ok[i])
+        moved = sets[i].index_select(1, gather).mul_(cands[i])              # (R, M)
+        sets[i + 1].scatter_reduce_(1, index, moved, "amax").mul_(oks[i])
     return out
 
 
@@ -99,8 +100,11 @@ def backward_sets(auto: DeviceAutomaton, cand: torch.Tensor, ok: torch.Tensor
 def allowed_tokens(auto: DeviceAutomaton, fwd: torch.Tensor, bwd: torch.Tensor
                    ) -> torch.Tensor:
     """(R, K, C) bool: the columns a masked position may take (meaningful where masked)."""
-    live = fwd[:, :-1].index_select(2, auto.src) * bwd[:, 1:].index_select(2, auto.dst)
-    return union(auto.col, live, auto.n_cols) > 0
+    rows, k = fwd.shape[0], fwd.shape[1] - 1
+    flat = (lambda t: t.reshape(rows * k, -1))                 # 2-D: the fast index kernels
+    live = flat(fwd[:, :-1]).index_select(1, auto.src) * \
+        flat(bwd[:, 1:]).index_select(1, auto.dst)                          # (R K, E)
+    return (union(auto.col, live, auto.n_cols) > 0).view(rows, k, -1)
 
 
 def column_logits(auto: DeviceAutomaton, logits: torch.Tensor) -> torch.Tensor:
@@ -146,11 +150,12 @@ def fill_left_to_right(auto: DeviceAutomaton, entry: torch.Tensor, x: torch.Tens
     those still allowed given the fills before it (the budget-end fill; with ``bwd`` the
     backward sets of ``x``, which filling from the left leaves unchanged). Returns the
     block (R, K) and its exit set (R, S)."""
-    into = bwd[:, 1:].index_select(2, auto.dst)                              # (R, K, E)
+    rows, k = x.shape
+    into = bwd[:, 1:].reshape(rows * k, -1).index_select(1, auto.dst).view(rows, k, -1)
     fixed = auto.tok_col.index_select(0, x.reshape(-1)).view_as(x)           # (R, K)
     masked = x == mask_id
     state, cols = entry, []
-    for i in range(x.shape[1]):
+    for i in range(k):
         live = state.index_select(1, auto.src).mul_(into[:, i])              # (R, E)
         allow = union(auto.col, live, auto.n_cols)                           # (R, C)
         best = torch.where(allow > 0, scores[:, i], NEG_INF).argmax(-1)      # (R,)
