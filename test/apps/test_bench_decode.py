@@ -147,3 +147,12 @@ def test_bench_reports_constrained_and_unconstrained_side_by_side(tmp_path, caps
     assert eager["last_step_constrained"] > 0 and eager["constraint_fill"] > 0
     assert main(["bench", "decode", "--preset", "tiny", "--max-new-tokens", "32"]) == 2
     assert "takes 80 tokens" in capsys.readouterr().err
+
+
+def test_latency_only_prints_the_step_table_without_decoding(capsys):
+    assert main(["bench", "decode", "--preset", "tiny", "--block-size", "4", "--threads", "1",
+                 "--latency-only", "--latency-reps", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "latency only" in out and "tokens/s" not in out.split("per-forward")[0]
+    for row in ("block step (4)", "block step (4), constrained", "constrained selection alone"):
+        assert row in out

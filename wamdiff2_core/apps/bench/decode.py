@@ -293,6 +293,30 @@ def constraint_settings(cfg: DecodeConfig) -> tuple[bool, ...]:
     return (False, True) if cfg.constrained is None else (cfg.constrained,)
 
 
+def latency_report(model: Wamdiff2Model, sample: Sample, batch: int, cfg: DecodeConfig,
+                   fast: FastConfig = FastConfig(), latency_modes: Sequence[str] = ("eager",),
+                   latency_reps: int = 20) -> dict:
+    """The benchmark's description of the set-up and its per-forward latency table alone
+    (no decodes: ``bench decode --latency-only``), the constrained rows when
+    ``constraint_settings(cfg)`` holds the constrained setting."""
+    settings = constraint_settings(cfg)
+    runner = runner_for(model, fast)
+    block = cfg.block_size or model.fields.block_size
+    language = tasks.planning_language() if True in settings else None
+    latency = {mode: forward_latency(model, sample, batch, block,
+                                     FastConfig(**{**asdict(fast), "mode": mode}),
+                                     latency_reps, language)
+               for mode in latency_modes}
+    return {
+        "device": str(model.device), "dtype": str(runner.text.dtype).replace("torch.", ""),
+        "parameters": model.num_parameters(), "decode": cfg.to_dict(), "block_size": block,
+        "constraints": ["on" if c else "off" for c in settings],
+        "fast": {**asdict(fast), "resolved_mode": runner.mode,
+                 "resolved_attention": runner.attention, "sync_every": runner.sync_every},
+        "batch": batch, "latency_reps": latency_reps, "latency_ms": latency, "notes": [],
+    }
+
+
 def run_benchmark(model: Wamdiff2Model, ar_model: Wamdiff2Model, samples: Sequence[Sample],
                   batch: int, cfg: DecodeConfig, fast: FastConfig = FastConfig(),
                   repeats: int = 1, latency_modes: Sequence[str] = ("eager",),
@@ -309,26 +333,12 @@ def run_benchmark(model: Wamdiff2Model, ar_model: Wamdiff2Model, samples: Sequen
     settings = constraint_settings(cfg)
     specs = [sp for c in settings for sp in _decoders(model, ar_model, cfg, fast, c)]
     runs = run_decoders(specs, samples, batch, repeats)
-    runner = runner_for(model, fast)
-    block = cfg.block_size or model.fields.block_size
-    language = tasks.planning_language() if True in settings else None
-    latency = {mode: forward_latency(model, samples[0], batch, block,
-                                     FastConfig(**{**asdict(fast), "mode": mode}),
-                                     latency_reps, language)
-               for mode in latency_modes}
     primary = CONSTRAINED_SUFFIX if settings[0] else ""
     report = {
-        "device": str(model.device), "dtype": str(runner.text.dtype).replace("torch.", ""),
-        "parameters": model.num_parameters(), "trained": trained,
-        "decode": cfg.to_dict(), "block_size": block,
-        "constraints": ["on" if c else "off" for c in settings],
-        "fast": {**asdict(fast), "resolved_mode": runner.mode,
-                 "resolved_attention": runner.attention, "sync_every": runner.sync_every},
-        "samples": len(samples), "batch": batch, "repeats": repeats,
+        **latency_report(model, samples[0], batch, cfg, fast, latency_modes, latency_reps),
+        "trained": trained, "samples": len(samples), "repeats": repeats,
         "decoders": {n: r.to_dict() for n, r in runs.items()},
         **_comparison(runs, primary, samples, ar_is_teacher),
-        "latency_ms": latency,
-        "notes": [],
     }
     if len(settings) == 2:
         report["constrained"] = _comparison(runs, CONSTRAINED_SUFFIX, samples, ar_is_teacher)

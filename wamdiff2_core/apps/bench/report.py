@@ -32,13 +32,33 @@ def _comparison_lines(c: dict, title: str) -> list[str]:
 def format_report(r: dict) -> str:
     """The report as a few aligned tables."""
     fast = r["fast"]
+    runs = (f", {r['samples']} prompts x {r['repeats']} repeat(s)" if "decoders" in r
+            else ", latency only")
     lines = [f"decode benchmark: {r['device']} {r['dtype']}, {r['parameters'] / 1e6:.1f}M "
              f"parameters, block {r['block_size']}, rule {r['decode']['commit_rule']}, "
-             f"batch {r['batch']}, {r['samples']} prompts x {r['repeats']} repeat(s)",
+             f"batch {r['batch']}{runs}",
              f"prompts: {r.get('data') or 'synthetic (random images, no ground truth)'}",
              f"fast decoder: mode {fast['resolved_mode']}, attention "
              f"{fast['resolved_attention']}, done-check every {fast['sync_every']} step(s)",
              ""]
+    if "decoders" in r:
+        lines += _decoder_lines(r)
+    lines += _latency_lines(r)
+    settings = r.get("constraints", ["off"])
+    for c, title in ((r, settings[0]), (r.get("constrained"), "on")):
+        for key, t in (c or {}).get("targets", {}).items():
+            verdict = "n/a" if t["met"] is None else ("met" if t["met"] else "NOT met")
+            op = "<=" if key.startswith("l2") else ">="
+            why = f" ({t['why']})" if t.get("why") else ""
+            lines.append(f"target (constraints {title}) {RATIO_LABELS[key]} {op} {t['want']}: "
+                         f"{_f(t['got'])} -> {verdict}{why}")
+    lines += [f"note: {n}" for n in r["notes"]]
+    return "\n".join(lines)
+
+
+def _decoder_lines(r: dict) -> list[str]:
+    """The decoders' table and each constraint setting's ratios."""
+    lines = []
     head = (f"{'decoder':<34}{'tokens/s':>10}{'ms/token':>10}{'ms/fwd':>9}{'fwd/block':>10}"
             f"{'tok/fwd':>9}{'prefill ms':>11}{'L2 (m)':>8}{'unparsed':>9}")
     lines += [head, "-" * len(head)]
@@ -53,9 +73,13 @@ def format_report(r: dict) -> str:
     lines += _comparison_lines(r, f"constraints {settings[0]}")
     if "constrained" in r:
         lines += _comparison_lines(r["constrained"], "constraints on")
-    lines.append("")
-    lines.append("per-forward latency (ms) of the fast decoders' steps, batch "
-                 f"{r['batch']}, one prompt:")
+    return lines + [""]
+
+
+def _latency_lines(r: dict) -> list[str]:
+    """The per-forward latency table (and the projection)."""
+    lines = ["per-forward latency (ms) of the fast decoders' steps, batch "
+             f"{r['batch']}, one prompt:"]
     modes = list(r["latency_ms"])
     lines.append(f"{'':<28}" + "".join(f"{m:>10}" for m in modes))
     k = r["block_size"]
@@ -74,13 +98,4 @@ def format_report(r: dict) -> str:
         lines.append(f"projection ({mode}) at {p['tokens_per_forward']:.2f} tokens/forward: "
                      f"diffusion {p['diffusion_tokens_per_s']:.0f} tokens/s, AR "
                      f"{p['ar_tokens_per_s']:.0f} tokens/s")
-    lines.append("")
-    for c, title in ((r, settings[0]), (r.get("constrained"), "on")):
-        for key, t in (c or {}).get("targets", {}).items():
-            verdict = "n/a" if t["met"] is None else ("met" if t["met"] else "NOT met")
-            op = "<=" if key.startswith("l2") else ">="
-            why = f" ({t['why']})" if t.get("why") else ""
-            lines.append(f"target (constraints {title}) {RATIO_LABELS[key]} {op} {t['want']}: "
-                         f"{_f(t['got'])} -> {verdict}{why}")
-    lines += [f"note: {n}" for n in r["notes"]]
-    return "\n".join(lines)
+    return lines + [""]
