@@ -357,5 +357,5 @@ def run_benchmark(model: Wamdiff2Model, ar_model: Wamdiff2Model, samples: Sequen
             mode: {"tokens_per_forward": tokens_per_forward,
                    "diffusion_tokens_per_s": tokens_per_forward * 1e3 / lat["block_step"],
                    "ar_tokens_per_s": 1e3 / lat["ar_step"]}
-            for mode, lat in latency.items()}
+            for mode, lat in report["latency_ms"].items()}
     return report
