@@ -57,6 +57,8 @@ setup(
         "pyyaml>=6",
         "tqdm>=4.66",
         "tensorboard>=2.16",
+        # constrained decoding: the token-level DFA of each task's answer language
+        "outlines-core==0.2.14",
     ],
     extras_require={
         "ros": ROS_WHEELS + BAGS,

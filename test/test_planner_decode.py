@@ -18,9 +18,9 @@ def recording_backend():
     """The fast decoder, registered under another name, noting the settings of each call."""
     fast = backends.DECODER_BACKENDS["fast"]
 
-    def record(model, batch, cfg):
+    def record(model, batch, cfg, **kw):
         SEEN.append(cfg)
-        return fast(model, batch, cfg)
+        return fast(model, batch, cfg, **kw)
     with pytest.MonkeyPatch.context() as mp:
         mp.setitem(backends.DECODER_BACKENDS, "recording", record)
         yield "recording"
@@ -28,7 +28,7 @@ def recording_backend():
 
 def test_plan_decode_applies_to_planning_answers_only(recording_backend):
     model = Wamdiff2Model.from_preset("tiny", block_size=4, seed=0)
-    decode = DecodeConfig(max_new_tokens=8)
+    decode = DecodeConfig(max_new_tokens=8, constrained=False)   # (a plan needs 80 tokens)
     plan_decode = replace(decode, commit_rule="low_confidence_leftmost", steps_per_block=2)
     planner = Planner(model, decode, recording_backend, plan_decode=plan_decode)
     image = np.zeros((36, 64, 3), np.uint8)

@@ -15,6 +15,7 @@ import torch
 from wamdiff2_core import tasks
 from wamdiff2_core.decoding.backends import get_decoder
 from wamdiff2_core.decoding.config import DEFAULT_BACKEND, DecodeConfig, DecodeStats
+from wamdiff2_core.decoding.constraints.session import automaton_for
 from wamdiff2_core.model.modeling import CheckpointError, Wamdiff2Model
 from wamdiff2_core.model.presets import PRESETS, is_preset
 from wamdiff2_core.model.processor import to_pil
@@ -64,7 +65,14 @@ class Planner:
 
     ``decode`` sets how every answer is decoded; ``plan_decode``, when given, replaces it for
     planning answers only (e.g. the fast planning rule, ``low_confidence_leftmost`` with 8
-    steps per block, while questions keep the default rule: docs/decoding.md)."""
+    steps per block, while questions keep the default rule: docs/decoding.md).
+
+    Each task names its answer's language to the decoder (``tasks.languages``), so with
+    ``DecodeConfig.constrained`` left at None plans and detections are constrained to
+    their exact formats and always have the writer's syntax, questions with a closed
+    answer set (``answer(..., choices=...)``) take one of the choices, and free-text
+    answers are left free; ``constrained=False`` turns it off, True also keeps free-text
+    answers non-blank."""
 
     def __init__(self, model: Wamdiff2Model, decode: DecodeConfig = DecodeConfig(),
                  backend: str = DEFAULT_BACKEND, plan_decode: DecodeConfig | None = None):
@@ -73,6 +81,9 @@ class Planner:
         self.decode = decode
         self.backend = backend
         self.plan_decode = plan_decode
+        if self.planning_decode.constrained is not False:   # LanguageError up front: a plan
+            automaton_for(model, tasks.planning_language(),  # needs the budget of one
+                          self.planning_decode.max_new_tokens)
 
     @classmethod
     def from_pretrained(cls, path_or_preset: str | Path | None = None,
@@ -97,11 +108,14 @@ class Planner:
 
     # ------------------------------------------------------------------ core
     def generate(self, prompts: Sequence[str], images: Sequence[list],
-                 decode: DecodeConfig | None = None) -> tuple[list[str], DecodeStats]:
+                 decode: DecodeConfig | None = None,
+                 language: tasks.AnswerLanguage | None = None
+                 ) -> tuple[list[str], DecodeStats]:
         """Raw answer texts for a batch of prompts (one image list per prompt), decoded with
-        ``decode`` (default: the planner's ``decode``)."""
+        ``decode`` (default: the planner's ``decode``); ``language``: the answers' language
+        (enforced unless ``decode.constrained`` is False)."""
         batch = self.model.processor.encode_prompts(list(prompts), [list(i) for i in images])
-        out = self.decoder(self.model, batch, decode or self.decode)
+        out = self.decoder(self.model, batch, decode or self.decode, language=language)
         texts = [self.model.processor.decode_answer(s) for s in out.sequences]
         return texts, out.stats
 
@@ -112,7 +126,7 @@ class Planner:
         prompts = [tasks.planning_prompt(o.command, o.velocity, o.acceleration, o.position)
                    for o in observations]
         texts, stats = self.generate(prompts, [o.images for o in observations],
-                                     self.planning_decode)
+                                     self.planning_decode, tasks.planning_language())
         results = []
         for text in texts:
             try:
@@ -134,12 +148,17 @@ class Planner:
     def detect(self, images: list) -> DetectResult:
         """2-D boxes (pixels of the first image) of the objects the model sees."""
         width, height = to_pil(images[0]).size
-        texts, stats = self.generate([tasks.detection_prompt()], [images])
+        texts, stats = self.generate([tasks.detection_prompt()], [images],
+                                     language=tasks.detection_language())
         return DetectResult(tasks.parse_detections(texts[0], width, height), texts[0], stats)
 
-    def answer(self, images: list, question: str) -> AnswerResult:
-        """A free-text answer to a question about the images."""
-        texts, stats = self.generate([tasks.qa_prompt(question)], [images])
+    def answer(self, images: list, question: str,
+               choices: Sequence[str] | None = None) -> AnswerResult:
+        """An answer to a question about the images: free text, or (``choices``) one of a
+        closed set of answers (e.g. a simulator question template's answer set)."""
+        language = tasks.qa_language(choices) if choices is not None else \
+            tasks.qa_language() if self.decode.constrained else None
+        texts, stats = self.generate([tasks.qa_prompt(question)], [images], language=language)
         return AnswerResult(tasks.parse_answer(texts[0]), stats)
 
     def warmup(self, width: int = 320, height: int = 180) -> DecodeStats:
@@ -148,7 +167,7 @@ class Planner:
         Returns the plan's stats."""
         blank = np.zeros((height, width, 3), np.uint8)
         _, stats = self.generate([tasks.planning_prompt("straight", (0.0, 0.0), (0.0, 0.0))],
-                                 [[blank]], self.planning_decode)
+                                 [[blank]], self.planning_decode, tasks.planning_language())
         if self.plan_decode is not None:
             self.generate([tasks.qa_prompt("Is the road clear?")], [[blank]])
         return stats

@@ -15,7 +15,7 @@ from wamdiff2_core.apps.cli import main
 
 WAMDIFF2 = [str(Path(sys.executable).parent / "wamdiff2")]
 TINY = ["bench", "decode", "--preset", "tiny", "--block-size", "4", "--max-new-tokens", "8",
-        "--samples", "2", "--batch", "2", "--threads", "1"]
+        "--samples", "2", "--batch", "2", "--threads", "1", "--no-constrained"]
 
 
 def test_planning_l2_averages_parsed_answers_and_counts_failures():
@@ -93,7 +93,8 @@ def test_a_checkpoint_without_data_is_measured_on_fresh_simulator_frames(tmp_pat
                                                                          tiny_diffusion):
     tiny_diffusion.save_pretrained(tmp_path / "ckpt")
     assert main(["bench", "decode", "--checkpoint", str(tmp_path / "ckpt"), "--block-size",
-                 "4", "--max-new-tokens", "8", "--samples", "2", "--json"]) == 0
+                 "4", "--max-new-tokens", "8", "--samples", "2", "--no-constrained",
+                 "--json"]) == 0
     r = json.loads(capsys.readouterr().out)
     assert r["trained"] is True and "simulator episodes" in r["data"]
     assert all(d["l2"]["samples"] == 2 for d in r["decoders"].values())
@@ -121,3 +122,37 @@ def test_user_errors_are_one_sentence(args, words, capsys):
     assert main(["bench", "decode"] + args) == 2
     err = capsys.readouterr().err
     assert words in err and err.strip().count("\n") == 0
+
+
+def test_bench_reports_constrained_and_unconstrained_side_by_side(tmp_path, capsys):
+    """Without --constrained / --no-constrained: six decoders on the same prompts, the
+    constrained ones answering plans that all parse, fast == reference in both settings,
+    and the constrained block step in the latency table."""
+    data = write_data_set(tmp_path / "data")
+    assert main(["bench", "decode", "--preset", "tiny", "--block-size", "32", "--steps", "4",
+                 "--max-new-tokens", "96", "--samples", "2", "--threads", "1", "--data",
+                 str(data), "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["constraints"] == ["off", "on"]
+    assert set(r["decoders"]) == {f"{n}{s}" for n in ("ar_optimised", "diffusion_reference",
+                                                      "diffusion_fast")
+                                  for s in ("", "_constrained")}
+    for name, d in r["decoders"].items():
+        if name.endswith("_constrained"):
+            assert d["l2"]["parse_failures"] == 0 and d["l2"]["l2_avg"] is not None
+    assert r["fast_matches_reference"] and r["constrained"]["fast_matches_reference"]
+    assert set(r["constrained"]["ratios"]) >= {"fast_vs_ar", "fast_vs_reference"}
+    eager = r["latency_ms"]["eager"]
+    assert eager["block_step_constrained"] > 0 and eager["constraint_select"] > 0
+    assert eager["last_step_constrained"] > 0 and eager["constraint_fill"] > 0
+    assert main(["bench", "decode", "--preset", "tiny", "--max-new-tokens", "32"]) == 2
+    assert "takes 80 tokens" in capsys.readouterr().err
+
+
+def test_latency_only_prints_the_step_table_without_decoding(capsys):
+    assert main(["bench", "decode", "--preset", "tiny", "--block-size", "4", "--threads", "1",
+                 "--latency-only", "--latency-reps", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "latency only" in out and "tokens/s" not in out.split("per-forward")[0]
+    for row in ("block step (4)", "block step (4), constrained", "constrained selection alone"):
+        assert row in out

@@ -62,7 +62,7 @@ def test_tiny_preset_planner_runs_and_reports_parse_failures(data_dir, tmp_path,
                "--out", str(out), "--tasks", "planning,qa", "--limit", "3",
                "--max-new-tokens", "8", "--block-size", "4", "--steps-per-block", "1",
                "--commit-rule", "low_confidence_budget", "--threshold", "0.8",
-               "--json", "--no-progress"])
+               "--no-constrained", "--json", "--no-progress"])
     assert rc == 0
     report = json.loads(capsys.readouterr().out)
     assert report["planning"]["num_records"] == 2 and report["qa"]["num_records"] == 1
@@ -72,6 +72,7 @@ def test_tiny_preset_planner_runs_and_reports_parse_failures(data_dir, tmp_path,
     assert report["info"]["decode"]["block_size"] == 4
     assert report["info"]["decode"]["commit_rule"] == "low_confidence_budget"
     assert report["info"]["decode"]["threshold"] == 0.8
+    assert report["info"]["decode"]["constrained"] is False
     assert report["qa"]["mean_predict_ms"] > 0
     assert not (out / "l2_per_waypoint.png").exists()
 

@@ -19,7 +19,9 @@ from wamdiff2_ros.tools.demo_graph import NodeProcess, OutputRecorder, node_stat
 
 OUT = OutputTopics()
 # The untrained preset, one 32-token block in 4 steps: a fraction of a second per frame.
-FAST_TINY = {"checkpoint": "tiny", "decode.max_new_tokens": 32, "decode.steps_per_block": 4}
+# (constraints off: a constrained plan needs 80 tokens, and these runs time the plumbing)
+FAST_TINY = {"checkpoint": "tiny", "decode.max_new_tokens": 32, "decode.steps_per_block": 4,
+             "decode.constrained": False}
 
 
 def camera_stamps(bag_path) -> list[int]:

@@ -54,8 +54,13 @@ DECODE_OPTIONS: dict[str, DecodeOption] = {o.field: o for o in (
     DecodeOption("commit_rule", "--commit-rule", str,
                  "which masked positions a denoising step commits", COMMIT_RULES),
     DecodeOption("max_new_tokens", "--max-new-tokens", int, "longest answer in tokens"),
+    DecodeOption("constrained", "--constrained", bool,
+                 "keep answers inside their task's language so that they always parse: "
+                 "--no-constrained turns it off, --constrained also keeps free-text answers "
+                 "non-blank"),
 )}
-_DEFAULT_TEXT = {"block_size": "the checkpoint's", "steps_per_block": "the block size"}
+_DEFAULT_TEXT = {"block_size": "the checkpoint's", "steps_per_block": "the block size",
+                 "constrained": "plans, detections and closed-set answers"}
 
 
 def _default_text(name: str) -> str:
@@ -64,14 +69,21 @@ def _default_text(name: str) -> str:
 
 
 def add_decode_options(parser: argparse.ArgumentParser, knobs: tuple[str, ...],
-                       flags: dict[str, str] | None = None) -> None:
+                       flags: dict[str, str] | None = None,
+                       defaults: dict[str, str] | None = None) -> None:
     """Add the options of the ``DecodeConfig`` fields ``knobs`` (keys of DECODE_OPTIONS);
-    ``flags`` renames an option's flag for one command (e.g. ``--steps``)."""
-    flags = flags or {}
+    ``flags`` renames an option's flag for one command (e.g. ``--steps``), ``defaults`` says
+    what leaving an option out means there, where that differs."""
+    flags, defaults = flags or {}, defaults or {}
     for name in knobs:
         o = DECODE_OPTIONS[name]
-        parser.add_argument(flags.get(name, o.flag), dest=name, type=o.type, default=None,
-                            choices=o.choices, help=f"{o.help} (default: {_default_text(name)})")
+        text = f"{o.help} (default: {defaults.get(name) or _default_text(name)})"
+        if o.type is bool:                            # --x / --no-x; None: not given
+            parser.add_argument(flags.get(name, o.flag), dest=name, default=None,
+                                action=argparse.BooleanOptionalAction, help=text)
+        else:
+            parser.add_argument(flags.get(name, o.flag), dest=name, type=o.type,
+                                default=None, choices=o.choices, help=text)
 
 
 def decode_knobs(args: argparse.Namespace) -> dict:
@@ -108,8 +120,8 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                      help="an untrained model of a named shape (tiny, small, qwen3-vl-2b, ...)")
     parser.add_argument("--device", default="cpu", help="torch device (default: cpu)")
     parser.add_argument("--dtype", default=None, help="float32 | bfloat16 (default: float32)")
-    add_decode_options(parser, ("block_size", "steps_per_block", "threshold", "commit_rule"),
-                       flags={"steps_per_block": "--steps"})
+    add_decode_options(parser, ("block_size", "steps_per_block", "threshold", "commit_rule",
+                                "constrained"), flags={"steps_per_block": "--steps"})
     add_backend_option(parser)
 
 

@@ -51,7 +51,7 @@ def _register_open_loop(group) -> None:
                         help="comma-separated tasks to evaluate (default: all)")
     parser.add_argument("--device", default="cpu", help="torch device (default: cpu)")
     add_decode_options(parser, ("block_size", "steps_per_block", "max_new_tokens",
-                                "commit_rule", "threshold"))
+                                "commit_rule", "threshold", "constrained"))
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run_open_loop)
 
@@ -141,7 +141,7 @@ def _register_closed_loop(group) -> None:
                         help=f"report directory (default {DEFAULT_CLOSED_OUT})")
     closed.add_argument("--max-plots", type=int, default=12, metavar="N",
                         help="plot at most N episodes (default 12)")
-    add_decode_options(closed, ("commit_rule", "threshold", "steps_per_block"))
+    add_decode_options(closed, ("commit_rule", "threshold", "steps_per_block", "constrained"))
     closed.add_argument("--json", action="store_true",
                         help="print the JSON report on stdout instead of the text summary")
     closed.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -18,7 +18,13 @@ DEFAULT_BACKEND = "fast"
 @dataclass(frozen=True)
 class DecodeConfig:
     """How to decode. ``None`` block size / step budget mean: the checkpoint's block size and
-    a budget of one step per position (the dynamic rule usually needs far fewer)."""
+    a budget of one step per position (the dynamic rule usually needs far fewer).
+
+    ``constrained``: keep the answer inside its task's language, so that it always parses
+    (``decoding.constraints``; the caller names the language). None (default): whenever
+    the caller names one (the planner does for plans, detections and questions with a
+    closed answer set); True: always (a free-text answer is then kept non-blank); False:
+    never."""
     block_size: int | None = None
     steps_per_block: int | None = None
     threshold: float = 0.9
@@ -26,6 +32,7 @@ class DecodeConfig:
     temperature: float = 0.0
     max_new_tokens: int = 128
     seed: int = 0
+    constrained: bool | None = None
 
     def __post_init__(self):
         if self.block_size is not None and not 1 <= self.block_size <= 256:
@@ -41,6 +48,9 @@ class DecodeConfig:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if self.max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if self.constrained not in (None, True, False):
+            raise ValueError(f"constrained must be None, True or False, got "
+                             f"{self.constrained!r}")
 
 
     def to_dict(self) -> dict:

@@ -30,6 +30,9 @@ import time
 import torch
 
 from wamdiff2_core.decoding.config import DecodeConfig, DecodeStats
+from wamdiff2_core.decoding.constraints.automaton import DeviceAutomaton
+from wamdiff2_core.decoding.constraints.session import (FastConstraint, automaton_for,
+                                                        language_for)
 from wamdiff2_core.decoding.fast_ar import fast_ar_decode
 from wamdiff2_core.decoding.graphs import STEP_MODES
 from wamdiff2_core.decoding.reference import DecodeOutput, finish_rows
@@ -38,6 +41,7 @@ from wamdiff2_core.decoding.runner import FastConfig, FastRunner, runner_for, sy
 from wamdiff2_core.decoding.sampling import choose_tokens
 from wamdiff2_core.decoding.static_model import Prefix
 from wamdiff2_core.model.modeling import Wamdiff2Model
+from wamdiff2_core.tasks.languages import AnswerLanguage
 from wamdiff2_core.model.prompt import prepare_prompt
 
 
@@ -52,11 +56,15 @@ class DiffusionState:
     block. Otherwise a separate ``commit`` pass runs the finished block alone."""
 
     def __init__(self, runner: FastRunner, batch: int, block: int, rule: str, greedy: bool,
-                 max_len: int, fuse: bool):
+                 max_len: int, fuse: bool, auto: DeviceAutomaton | None = None):
         text, dev = runner.text, runner.device
         f = runner.model.fields
         self.mask_id, self.eoa = f.mask_token_id, f.eoa_token_id
         self.rule, self.block, self.greedy, self.fuse = rule, block, greedy, fuse
+        # constrained: the forward keeps the language's logit columns; the constrained
+        # selection (one step for the last step of the budget, one for the others) is
+        # compiled or captured on its own
+        self.cons = auto and FastConstraint(auto, batch, block, self.mask_id, self.eoa)
         self.cache = text.new_cache(batch, max_len)
         self.attn = runner.new_attention(batch, block, max_len)
         self.attn_prev = runner.new_attention(batch, block, max_len) if fuse else self.attn
@@ -89,6 +97,8 @@ class DiffusionState:
                          self.attn, logits=False)
 
         def denoise(fwd):
+            if self.cons:
+                return lambda: self.cons.take_logits(fwd())
             return lambda: self.select(fwd(), 0.0, None, batch)
 
         make = STEP_MODES[runner.mode]
@@ -101,6 +111,10 @@ class DiffusionState:
                               pool=runner.pool, device=dev)
         else:
             self.commit = make(commit, pool=runner.pool, device=dev)
+        if self.cons and greedy:
+            self.cselect = {last: make(lambda last=last: self.select_constrained(
+                self.cons.col_logits, 0.0, None, batch, last), pool=runner.pool, device=dev)
+                for last in (False, True)}
 
     def shift(self) -> None:
         """The finished block becomes the left half (to be committed by the fused step)."""
@@ -121,19 +135,38 @@ class DiffusionState:
         self.step.add_(1)
         self.pending.copy_((self.x == self.mask_id).any())
 
-    def run_step(self, temperature: float, gen, rows: int, first: bool = False) -> None:
-        """One denoising step; ``first``: the fused step that also commits the block before."""
+    def select_constrained(self, col_logits: torch.Tensor, temperature: float, gen,
+                           rows: int, last: bool) -> None:
+        """``select`` under the answer's language (``constraints.step.fast_step``)."""
+        quota = self.sched.gather(0, self.step.clamp(max=self.block - 1))      # (1,)
+        self.cons.step(self.x[:rows], col_logits[:rows], self.rule, quota, last,
+                       self.threshold, temperature, gen)
+        self.step.add_(1)
+        self.pending.copy_((self.x == self.mask_id).any())
+
+    def run_step(self, temperature: float, gen, rows: int, first: bool = False,
+                 last: bool = False) -> None:
+        """One denoising step; ``first``: the fused step that also commits the block before;
+        ``last``: the last step of the block's budget."""
         out = (self.first if first else self.denoise)()
-        if not self.greedy:
+        if self.cons and self.greedy:
+            self.cselect[last]()
+        elif self.cons:
+            self.select_constrained(self.cons.take_logits(out), temperature, gen, rows, last)
+        elif not self.greedy:
             self.select(out, temperature, gen, rows)
 
 
 @torch.no_grad()
 def fast_diffusion_decode(model: Wamdiff2Model, batch: dict,
                           cfg: DecodeConfig = DecodeConfig(),
-                          fast: FastConfig = FastConfig()) -> DecodeOutput:
-    """Block-diffusion decode of an encoded prompt batch; same tokens as the reference."""
+                          fast: FastConfig = FastConfig(),
+                          language: AnswerLanguage | None = None) -> DecodeOutput:
+    """Block-diffusion decode of an encoded prompt batch; same tokens as the reference
+    (``language`` enforced when ``cfg.constrained``)."""
     runner = runner_for(model, fast)
+    language = language_for(cfg, language)
+    auto = language and automaton_for(model, language, cfg.max_new_tokens)
     with runner.lock, runner.no_autograd():
         k = cfg.block_size or model.fields.block_size
         schedule = transfer_schedule(k, cfg.steps_per_block or k)
@@ -146,9 +179,10 @@ def fast_diffusion_decode(model: Wamdiff2Model, batch: dict,
         greedy = cfg.temperature == 0
         needed = batch["input_ids"].shape[1] + n_blocks * k
         fuse = runner.fuse_commit
-        st: DiffusionState = runner.state(
-            ("diffusion", bb, k, cfg.commit_rule, greedy, fuse), needed,
-            lambda length: DiffusionState(runner, bb, k, cfg.commit_rule, greedy, length, fuse))
+        key = ("diffusion", bb, k, cfg.commit_rule, greedy, fuse) + \
+            ((auto.language,) if auto else ())
+        st: DiffusionState = runner.state(key, needed, lambda length: DiffusionState(
+            runner, bb, k, cfg.commit_rule, greedy, length, fuse, auto))
 
         t0 = time.perf_counter()
         prompt = prepare_prompt(model, batch, k)
@@ -159,6 +193,8 @@ def fast_diffusion_decode(model: Wamdiff2Model, batch: dict,
         st.sched[:len(schedule)] = torch.tensor(schedule)
         st.n_steps.fill_(len(schedule))
         st.threshold.fill_(cfg.threshold)
+        if st.cons:
+            st.cons.start(cfg.max_new_tokens, rows)
         finished = torch.arange(bb, device=runner.device) >= rows                 # padding: done
         out = torch.full((bb, n_blocks * k), eoa, dtype=torch.long, device=runner.device)
         arange_k = torch.arange(k, device=runner.device)
@@ -179,12 +215,15 @@ def fast_diffusion_decode(model: Wamdiff2Model, batch: dict,
             st.slots.copy_(base.unsqueeze(-1) + off + arange_k)
             st.kv_len.copy_(base + off + k)
             st.step.zero_()
+            if st.cons:
+                st.cons.begin_block(off)
             lens = [n + off + k for n in lengths] + [off + k] * (bb - rows)
             st.attn.plan(lens)
             done_steps = 0
             while done_steps < len(schedule):
                 for _ in range(min(runner.sync_every, len(schedule) - done_steps)):
-                    st.run_step(cfg.temperature, gen, rows, first=fused and done_steps == 0)
+                    st.run_step(cfg.temperature, gen, rows, first=fused and done_steps == 0,
+                                last=done_steps == len(schedule) - 1)
                     done_steps += 1
                 if not bool(st.pending):                     # the done-check: every sync_every
                     break
@@ -207,8 +246,10 @@ FAST_DECODERS = {"diffusion": fast_diffusion_decode, "ar": fast_ar_decode}
 
 
 def fast_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = DecodeConfig(),
-                fast: FastConfig = FastConfig()) -> DecodeOutput:
+                fast: FastConfig = FastConfig(), language: AnswerLanguage | None = None
+                ) -> DecodeOutput:
     """Decode with the paradigm the checkpoint was trained for, on the fast path (the
-    planner's "fast" backend: ``decoding.backends``)."""
-    return FAST_DECODERS[model.fields.paradigm](model, batch, cfg, fast)
+    planner's "fast" backend: ``decoding.backends``); ``language`` is the answer's
+    language, enforced when ``cfg.constrained``."""
+    return FAST_DECODERS[model.fields.paradigm](model, batch, cfg, fast, language)
 

@@ -15,11 +15,15 @@ import time
 import torch
 
 from wamdiff2_core.decoding.config import DecodeConfig, DecodeStats
+from wamdiff2_core.decoding.constraints.automaton import DeviceAutomaton
+from wamdiff2_core.decoding.constraints.session import (FastConstraint, automaton_for,
+                                                        language_for)
 from wamdiff2_core.decoding.graphs import STEP_MODES
 from wamdiff2_core.decoding.reference import DecodeOutput, finish_rows
 from wamdiff2_core.decoding.runner import FastConfig, FastRunner, runner_for, sync
 from wamdiff2_core.decoding.sampling import choose_tokens
 from wamdiff2_core.model.modeling import Wamdiff2Model
+from wamdiff2_core.tasks.languages import AnswerLanguage
 from wamdiff2_core.model.prompt import prepare_prompt
 
 
@@ -27,10 +31,13 @@ class ARState:
     """Static cache, buffers and the compiled or captured step of one (batch bucket, greedy?)
     shape. ``max_len`` bounds prompt + answer per row."""
 
-    def __init__(self, runner: FastRunner, batch: int, greedy: bool, max_len: int):
+    def __init__(self, runner: FastRunner, batch: int, greedy: bool, max_len: int,
+                 auto: DeviceAutomaton | None = None):
         text, dev = runner.text, runner.device
         f = runner.model.fields
         self.mask_id, self.eoa, self.greedy = f.mask_token_id, f.eoa_token_id, greedy
+        # constrained: each token is a one-position block of the answer's language
+        self.cons = auto and FastConstraint(auto, batch, 1, self.mask_id, self.eoa)
         self.cache = text.new_cache(batch, max_len)
         self.attn = runner.new_attention(batch, 1, max_len)
         long = dict(dtype=torch.long, device=dev)
@@ -56,11 +63,21 @@ class ARState:
         self.step = STEP_MODES[runner.mode](step if greedy else forward, pool=runner.pool,
                                              device=runner.device)
 
+    def choose(self, logits: torch.Tensor, temperature: float, gen, rows: int,
+               offset: torch.Tensor) -> torch.Tensor:
+        """Next token (R, 1) of the first ``rows`` rows at answer ``offset`` (end-of-answer
+        once a row has ended)."""
+        done = self.done[:rows]
+        if self.cons:
+            cols = self.cons.take_logits(logits)[:rows]
+            return self.cons.next_token(cols, done, offset, temperature, gen)
+        nxt, _ = choose_tokens(logits[:rows], self.mask_id, temperature, gen)  # (R, 1)
+        return torch.where(done.unsqueeze(-1), self.eoa, nxt)
+
     def select(self, logits: torch.Tensor, temperature: float, gen, rows: int) -> None:
         """Next token of the first ``rows`` rows (end-of-answer once a row has ended)."""
-        nxt, _ = choose_tokens(logits[:rows], self.mask_id, temperature, gen)  # (R, 1)
+        nxt = self.choose(logits, temperature, gen, rows, self.c + 1)
         done = self.done[:rows]
-        nxt = torch.where(done.unsqueeze(-1), self.eoa, nxt)
         done.logical_or_(nxt[:, 0] == self.eoa)
         self.out[:rows].index_copy_(1, self.c + 1, nxt)
         self.tok[:rows].copy_(nxt)
@@ -74,24 +91,33 @@ class ARState:
 
 @torch.no_grad()
 def fast_ar_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = DecodeConfig(),
-                   fast: FastConfig = FastConfig()) -> DecodeOutput:
-    """Token-by-token decode of a next-token model; same tokens as the reference."""
+                   fast: FastConfig = FastConfig(), language: AnswerLanguage | None = None
+                   ) -> DecodeOutput:
+    """Token-by-token decode of a next-token model; same tokens as the reference
+    (``language`` enforced when ``cfg.constrained``)."""
     runner = runner_for(model, fast)
+    language = language_for(cfg, language)
+    auto = language and automaton_for(model, language, cfg.max_new_tokens)
     with runner.lock, runner.no_autograd():
-        mask_id, eoa = model.fields.mask_token_id, model.fields.eoa_token_id
+        eoa = model.fields.eoa_token_id
         gen = torch.Generator(device=model.device).manual_seed(cfg.seed)
         rows = batch["input_ids"].shape[0]
         stats = DecodeStats(batch=rows)
         bb = runner.bucket(rows)
         greedy = cfg.temperature == 0
         n = cfg.max_new_tokens
-        st: ARState = runner.state(("ar", bb, greedy), batch["input_ids"].shape[1] + n,
-                                   lambda length: ARState(runner, bb, greedy, length))
+        key = ("ar", bb, greedy) + ((auto.language,) if auto else ())
+        st: ARState = runner.state(key, batch["input_ids"].shape[1] + n,
+                                   lambda length: ARState(runner, bb, greedy, length, auto))
 
         t0 = time.perf_counter()
         prompt = prepare_prompt(model, batch, 1)
         dyn, last_logits, lengths = runner.prefill(prompt)
-        tok, _ = choose_tokens(last_logits, mask_id, cfg.temperature, gen)         # (B, 1)
+        st.done.zero_()
+        st.c.zero_()
+        if st.cons:
+            st.cons.start(n, rows)
+        tok = st.choose(last_logits, cfg.temperature, gen, rows, st.c)            # (B, 1)
         st.cache.load_prefill(dyn, lengths)
         st.base.copy_(runner.row_lengths(lengths, bb))
         cos, sin = runner.rope_rows(prompt, bb, n)                                 # (Bb, N, D)

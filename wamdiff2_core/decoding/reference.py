@@ -20,11 +20,13 @@ from dataclasses import dataclass, field
 import torch
 
 from wamdiff2_core.decoding.config import DecodeConfig, DecodeStats
+from wamdiff2_core.decoding.constraints.session import ReferenceConstraint, language_for
 from wamdiff2_core.decoding.remasking import commit_mask, transfer_schedule
 from wamdiff2_core.decoding.sampling import choose_tokens
 from wamdiff2_core.model import masks
 from wamdiff2_core.model.modeling import Wamdiff2Model, new_cache
 from wamdiff2_core.model.prompt import Prompt, prepare_prompt
+from wamdiff2_core.tasks.languages import AnswerLanguage
 
 
 @dataclass
@@ -95,8 +97,11 @@ class _Context:
 
 @torch.no_grad()
 def diffusion_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = DecodeConfig(),
-                     use_cache: bool = True) -> DecodeOutput:
-    """Block-diffusion decode of an encoded prompt batch."""
+                     use_cache: bool = True, language: AnswerLanguage | None = None
+                     ) -> DecodeOutput:
+    """Block-diffusion decode of an encoded prompt batch; with ``cfg.constrained`` every
+    answer is a word of ``language`` (``decoding.constraints``)."""
+    language = language_for(cfg, language)
     bsz = cfg.block_size or model.fields.block_size
     schedule = transfer_schedule(bsz, cfg.steps_per_block or bsz)
     mask_id, eoa = model.fields.mask_token_id, model.fields.eoa_token_id
@@ -106,6 +111,7 @@ def diffusion_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = Deco
     t0 = time.perf_counter()
     prompt = prepare_prompt(model, batch, bsz)
     ctx = _Context(model, prompt, use_cache)
+    cons = language and ReferenceConstraint.for_model(model, language, cfg, prompt.batch)
     stats.prefill_ms = _ms(t0)
 
     t0 = time.perf_counter()
@@ -118,16 +124,24 @@ def diffusion_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = Deco
         x[finished] = eoa
         pos = prompt.answer_positions(off, bsz)                              # (3, B, K)
         n_types, n_blocks_ = prompt.answer_layout(off, bsz, masks.NOISY)
+        if cons:
+            cons.begin_block(off, bsz)
         for step, quota in enumerate(schedule):
             masked = x == mask_id                                            # (B, K)
             if not masked.any():
                 break
             logits = ctx.logits(x, n_types, n_blocks_, pos, keep=False)
-            tokens, conf = choose_tokens(logits, mask_id, cfg.temperature, gen)
-            commit = commit_mask(cfg.commit_rule, conf, masked, quota,
-                                 step == len(schedule) - 1, cfg.threshold)
-            x = torch.where(commit, tokens, x)
+            last = step == len(schedule) - 1
+            if cons:
+                x = cons.step(x, logits, quota, last, gen)
+            else:
+                tokens, conf = choose_tokens(logits, mask_id, cfg.temperature, gen)
+                commit = commit_mask(cfg.commit_rule, conf, masked, quota, last,
+                                     cfg.threshold)
+                x = torch.where(commit, tokens, x)
             stats.denoise_forwards += 1
+        if cons:
+            cons.end_block(x)
         out.append(x)
         stats.blocks += 1
         finished |= (x == eoa).any(-1)
@@ -143,8 +157,11 @@ def diffusion_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = Deco
 
 @torch.no_grad()
 def ar_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = DecodeConfig(),
-              use_cache: bool = True) -> DecodeOutput:
-    """Token-by-token decode of a next-token (block size 1) model."""
+              use_cache: bool = True, language: AnswerLanguage | None = None
+              ) -> DecodeOutput:
+    """Token-by-token decode of a next-token (block size 1) model; with ``cfg.constrained``
+    each token is the best one that keeps the answer a word of ``language``."""
+    language = language_for(cfg, language)
     mask_id, eoa = model.fields.mask_token_id, model.fields.eoa_token_id
     gen = torch.Generator(device=model.device).manual_seed(cfg.seed)
     stats = DecodeStats(batch=batch["input_ids"].shape[0])
@@ -152,18 +169,27 @@ def ar_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = DecodeConfi
     t0 = time.perf_counter()
     prompt = prepare_prompt(model, batch, 1)
     ctx = _Context(model, prompt, use_cache)
-    tok, _ = choose_tokens(ctx.last_logits, mask_id, cfg.temperature, gen)   # (B, 1)
+    cons = language and ReferenceConstraint.for_model(model, language, cfg, prompt.batch)
+    done = torch.zeros(prompt.batch, dtype=torch.bool, device=model.device)
+
+    def choose(logits: torch.Tensor, j: int) -> torch.Tensor:               # (B, 1)
+        if cons:
+            return cons.next_token(logits, j, done, gen)
+        tok, _ = choose_tokens(logits, mask_id, cfg.temperature, gen)
+        return torch.where(done.unsqueeze(-1), torch.full_like(tok, eoa), tok)
+
+    tok = choose(ctx.last_logits, 0)                                         # (B, 1)
     stats.prefill_ms = _ms(t0)
 
     t0 = time.perf_counter()
-    out, done = [tok], tok[:, 0] == eoa
+    out = [tok]
+    done |= tok[:, 0] == eoa
     for j in range(1, cfg.max_new_tokens):
         if bool(done.all()):
             break
         types, blocks = prompt.answer_layout(j - 1, 1, masks.CLEAN)
         logits = ctx.logits(tok, types, blocks, prompt.answer_positions(j - 1, 1), keep=True)
-        tok, _ = choose_tokens(logits, mask_id, cfg.temperature, gen)
-        tok = torch.where(done.unsqueeze(-1), torch.full_like(tok, eoa), tok)
+        tok = choose(logits, j)
         done |= tok[:, 0] == eoa
         out.append(tok)
         stats.forwards += 1
@@ -176,6 +202,7 @@ DECODERS = {"diffusion": diffusion_decode, "ar": ar_decode}
 
 
 def decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = DecodeConfig(),
-           use_cache: bool = True) -> DecodeOutput:
-    """Decode with the paradigm the checkpoint was trained for."""
-    return DECODERS[model.fields.paradigm](model, batch, cfg, use_cache)
+           use_cache: bool = True, language: AnswerLanguage | None = None) -> DecodeOutput:
+    """Decode with the paradigm the checkpoint was trained for (``language``: the answer's
+    language, enforced when ``cfg.constrained``)."""
+    return DECODERS[model.fields.paradigm](model, batch, cfg, use_cache, language)

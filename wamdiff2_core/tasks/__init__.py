@@ -9,6 +9,10 @@ Three tasks share one scene opening ("Here is a front-view images from a driving
   (:func:`format_detections` / :func:`parse_detections`);
 * qa: :func:`qa_prompt` and free text (:func:`format_answer` / :func:`parse_answer`).
 
+Each task also declares the language of its answer as a regular expression
+(:func:`planning_language`, :func:`detection_language`, :func:`qa_language`): exactly the
+texts its writer produces, which constrained decoding keeps every answer inside.
+
 Every parser raises :class:`AnswerParseError` (a ``ValueError``) and nothing else on a
 malformed or non-str input. :func:`conversation_record` / :func:`record_prompt_and_answer`
 write and read the reference repository's conversation JSON records. See docs/tasks.md.
@@ -17,6 +21,7 @@ from .conversation import (RECORDS_FILE, conversation_record, read_records,
                            record_prompt_and_answer, records_path)
 from .detection import Detection, detection_prompt, format_detections, parse_detections
 from .errors import AnswerParseError
+from .languages import AnswerLanguage, detection_language, planning_language, qa_language
 from .planning import (COMMANDS, NUM_WAYPOINTS, WAYPOINT_DT_S, format_waypoints,
                        parse_planning_prompt, parse_waypoints, planning_prompt)
 from .qa import format_answer, parse_answer, qa_prompt
@@ -42,4 +47,8 @@ __all__ = [
     "parse_answer",
     "conversation_record",
     "record_prompt_and_answer",
+    "AnswerLanguage",
+    "planning_language",
+    "detection_language",
+    "qa_language",
 ]

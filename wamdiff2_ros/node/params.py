@@ -2,7 +2,8 @@
 
 This is the one place where ROS parameters meet the core's configuration: every
 `decode.*` parameter maps one-to-one onto a field of `wamdiff2_core.decoding.DecodeConfig`
-(`0` stands for the field's `None`); the `planning_decode.*` parameters override three of
+(`0` stands for the field's `None`; `decode.constrained` true for its None, the tasks'
+defaults); the `planning_decode.*` parameters override three of
 those fields for planning answers only (each has an "as `decode.*`" value, its default); and
 `node_config` turns a full set of parameter values
 into a frozen `NodeConfig` or raises ValueError naming the parameter and the reason.
@@ -66,6 +67,10 @@ def _none_if_zero(v: int) -> int | None:
     return None if v == 0 else v
 
 
+def _none_if_true(v: bool) -> bool | None:
+    return None if v else False
+
+
 # DecodeConfig field -> (ROS default, description, range, ROS value -> field value)
 _DECODE: dict[str, tuple[Any, str, tuple | None, Callable[[Any], Any]]] = {
     "block_size": (0, "Answer block size B (tokens decoded in parallel); 0: the "
@@ -79,6 +84,9 @@ _DECODE: dict[str, tuple[Any, str, tuple | None, Callable[[Any], Any]]] = {
     "temperature": (0.0, "Sampling temperature; 0: greedy", (0.0, 10.0), float),
     "max_new_tokens": (128, "Longest answer in tokens", (1, 4096), int),
     "seed": (0, "Sampling seed (used when temperature > 0)", (0, _INT32_MAX), int),
+    "constrained": (True, "Keep answers inside their task's language so that they always "
+                          "parse: plans, detections (and questions with a closed answer "
+                          "set); false: off", None, _none_if_true),
 }
 
 # Planning overrides: DecodeConfig field -> (ROS default meaning "as decode.*", description,
@@ -210,9 +218,12 @@ def plan_decode_config(values: Mapping[str, Any], decode: DecodeConfig
 
 
 def decode_values(decode: DecodeConfig) -> dict[str, Any]:
-    """The `decode.*` parameter values that describe `decode` (the inverse of decode_config)."""
+    """The `decode.*` parameter values that describe `decode` (the inverse of decode_config;
+    `constrained=True`, which no parameter gives, reads as true)."""
     values = {field: getattr(decode, field) for field in _DECODE}
-    return {f"decode.{field}": 0 if value is None else value for field, value in values.items()}
+    return {f"decode.{field}": (value is not False if field == "constrained" else
+                                0 if value is None else value)
+            for field, value in values.items()}
 
 
 def node_config(values: Mapping[str, Any]) -> NodeConfig:

@@ -173,7 +173,7 @@ def _register_eval(group) -> None:
     p.add_argument("--threads", type=int, default=None, metavar="N",
                    help="torch CPU threads (default: torch's; 1 is far faster when other "
                         "processes keep the cores busy)")
-    add_decode_options(p, ("block_size", "steps_per_block", "max_new_tokens"))
+    add_decode_options(p, ("block_size", "steps_per_block", "max_new_tokens", "constrained"))
     p.add_argument("--json", action="store_true", help="print the full JSON report")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_eval)

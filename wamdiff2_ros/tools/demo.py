@@ -31,8 +31,10 @@ from wamdiff2_ros.tools.demo_graph import (DemoError, NodeProcess, OutputRecorde
                                            diagnostics_values, node_state)
 
 SAMPLE_BAG = Path(__file__).resolve().parents[1] / "assets" / "sample.mcap"
-# Decode settings that keep the untrained fallback preset at a fraction of a second a frame.
-FALLBACK_DECODE = {"decode.max_new_tokens": 32, "decode.steps_per_block": 4}
+# Decode settings that keep the untrained fallback preset at a fraction of a second a frame
+# (unconstrained: a constrained plan needs 80 tokens).
+FALLBACK_DECODE = {"decode.max_new_tokens": 32, "decode.steps_per_block": 4,
+                   "decode.constrained": False}
 
 
 @dataclass(frozen=True)

@@ -208,7 +208,8 @@ def _runtime_changes(node) -> bool:
 
 def test_decode_values_inverts_decode_config():
     for decode in (DecodeConfig(), DecodeConfig(block_size=8, steps_per_block=2, threshold=0.5,
-                                                commit_rule="sequential", max_new_tokens=16)):
+                                                commit_rule="sequential", max_new_tokens=16),
+                   DecodeConfig(constrained=False)):
         values = dict(_defaults(), **params.decode_values(decode))
         assert params.decode_config(values) == decode
 

@@ -71,7 +71,8 @@ def test_bag_of_another_tool_with_a_named_compressed_camera(tmp_path, capsys):
                          serialize_message(compressed_msg(rgb, t, 80)))
     out, report_path = tmp_path / "o", tmp_path / "o.json"
     code, _ = _eval([str(bag), "--camera-topic", "/front/jpeg", "--checkpoint", "tiny",
-                     "--max-new-tokens", "16", "--steps-per-block", "2", "--tasks",
+                     "--max-new-tokens", "16", "--steps-per-block", "2", "--no-constrained",
+                     "--tasks",
                      "planning", "--out", str(out), "--report", str(report_path)], capsys)
     assert code == 0
     report = json.loads(report_path.read_text())
@@ -88,6 +89,7 @@ def test_interrupted_eval_leaves_nothing_behind(tmp_path):
     out_dir.mkdir()
     proc = subprocess.Popen([WAMDIFF2, "bag", "eval", str(SAMPLE_BAG), "--checkpoint", "tiny",
                              "--max-new-tokens", "32", "--steps-per-block", "4",
+                             "--no-constrained",
                              "--out", str(out_dir / "e.mcap"), "--report",
                              str(out_dir / "e.json"), "--no-progress"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

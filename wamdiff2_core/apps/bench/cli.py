@@ -43,7 +43,8 @@ def register(subparsers) -> None:
     p.add_argument("--device", default="cpu", help="torch device (default: cpu)")
     p.add_argument("--dtype", default=None, help="float32 | bfloat16 (default: float32)")
     add_decode_options(p, ("block_size", "steps_per_block", "threshold", "commit_rule",
-                           "max_new_tokens"), flags={"steps_per_block": "--steps"})
+                           "max_new_tokens", "constrained"), flags={"steps_per_block": "--steps"},
+                       defaults={"constrained": "both, side by side"})
     p.add_argument("--mode", default="auto",
                    choices=["auto", "eager", "compile", "graphs", "compile-graphs"],
                    help="fast decoders' execution (auto: CUDA graphs on a GPU, eager on CPU)")
@@ -55,6 +56,11 @@ def register(subparsers) -> None:
     p.add_argument("--latency-modes", default=None,
                    help="comma-separated modes for the per-forward latency table "
                         "(default: eager and the resolved --mode)")
+    p.add_argument("--latency-reps", type=int, default=20, metavar="N",
+                   help="timed repetitions of each step in the latency table (default 20)")
+    p.add_argument("--latency-only", action="store_true",
+                   help="only the per-forward latency table (no decodes: e.g. the 2B shape "
+                        "on a CPU)")
     p.add_argument("--repeats", type=int, default=1, help="timed passes over the prompts")
     p.add_argument("--tokens-per-forward", type=float, default=None,
                    help="project tokens/s from the latencies at this tokens/forward "
@@ -115,14 +121,29 @@ def _latency_modes(text: str | None, model, fast) -> list[str]:
         raise CliError(str(exc)) from None
 
 
+def _check_budget(model, cfg) -> None:
+    """The constrained setting needs room for the shortest plan: one sentence otherwise."""
+    from wamdiff2_core import tasks
+    from wamdiff2_core.decoding.constraints.session import LanguageError, automaton_for
+
+    if cfg.constrained is False:
+        return
+    try:
+        automaton_for(model, tasks.planning_language(), cfg.max_new_tokens)
+    except LanguageError as exc:
+        raise CliError(f"{exc}; raise --max-new-tokens or pass --no-constrained") from None
+
+
 def run_bench_decode(args) -> int:
     from wamdiff2_core.apps.bench.decode import (HELDOUT_SEED, data_samples, generated_samples,
-                                                 run_benchmark, synthetic_samples)
+                                                 latency_report, run_benchmark,
+                                                 synthetic_samples)
     from wamdiff2_core.apps.bench.report import format_report
     from wamdiff2_core.decoding.runner import FastConfig
 
-    if args.batch < 1 or (args.samples is not None and args.samples < 1):
-        raise CliError("--batch and --samples must be >= 1")
+    if args.batch < 1 or (args.samples is not None and args.samples < 1) or \
+            args.latency_reps < 1:
+        raise CliError("--batch, --samples and --latency-reps must be >= 1")
     try:
         apply_threads(args.threads)
     except ValueError as exc:
@@ -135,6 +156,7 @@ def run_bench_decode(args) -> int:
     except ValueError as exc:
         raise CliError(str(exc)) from None
     model, ar, trained, teacher = _load(args)
+    _check_budget(model, cfg)
     n = max(args.samples or 8, args.batch)
     data = args.data
     source = args.checkpoint or (None if args.preset else bundled_checkpoint_path())
@@ -157,9 +179,13 @@ def run_bench_decode(args) -> int:
     except (OSError, ValueError, KeyError) as exc:
         raise CliError(f"cannot read prompts from {data}: {exc}") from None
     modes = _latency_modes(args.latency_modes, model, fast)
-    report = run_benchmark(model, ar, samples, args.batch, cfg, fast, args.repeats, modes,
-                           tokens_per_forward=args.tokens_per_forward, trained=trained,
-                           ar_is_teacher=teacher)
+    if args.latency_only:
+        report = latency_report(model, samples[0], args.batch, cfg, fast, modes,
+                                args.latency_reps)
+    else:
+        report = run_benchmark(model, ar, samples, args.batch, cfg, fast, args.repeats,
+                               modes, args.latency_reps, args.tokens_per_forward,
+                               trained=trained, ar_is_teacher=teacher)
     report["data"] = str(data) if data else None
     report["notes"] += notes
     print(json.dumps(report, indent=2) if args.json else format_report(report))

@@ -1,6 +1,7 @@
 """The decoding benchmark: AR optimised, diffusion reference and diffusion fast on the same
 prompts in one run, with planning L2 whenever ground truth is at hand (speed is never shown
-without quality when it can be measured), plus per-forward latencies per execution mode.
+without quality when it can be measured), plus per-forward latencies per execution mode. Each decoder runs unconstrained and with
+the planning language enforced (docs/decoding.md, "Constrained decoding"), side by side.
 
 Throughput is counted over the decode phase (after the prompt prefill, which every decoder
 shares and which is reported apart): tokens are answer tokens up to and including the
@@ -9,19 +10,18 @@ end-of-answer token, as in ``DecodeStats``.
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
-import torch
 
 from wamdiff2_core import tasks
+from wamdiff2_core.apps.bench.latency import forward_latency
 from wamdiff2_core.decoding.config import DecodeConfig
 from wamdiff2_core.decoding.fast import fast_decode
 from wamdiff2_core.decoding.reference import decode as reference_decode
-from wamdiff2_core.decoding.runner import FastConfig, runner_for, sync
+from wamdiff2_core.decoding.runner import FastConfig, runner_for
 from wamdiff2_core.evaluation.l2 import l2_horizons, l2_per_waypoint
 from wamdiff2_core.model.modeling import Wamdiff2Model
 
@@ -138,16 +138,18 @@ class DecoderResult:
         return d
 
 
-Decoder = Callable[[Wamdiff2Model, dict, DecodeConfig], object]
+Decoder = Callable[..., object]        # (Wamdiff2Model, dict, DecodeConfig, language=...)
 
 
 @dataclass
 class DecoderSpec:
-    """One decoder of the comparison: a decode function, its model and settings."""
+    """One decoder of the comparison: a decode function, its model, settings and the
+    answers' language (enforced unless ``cfg.constrained`` is False)."""
     name: str
     fn: Decoder
     model: Wamdiff2Model
     cfg: DecodeConfig
+    language: tasks.AnswerLanguage | None = None
 
 
 def run_decoders(specs: Sequence[DecoderSpec], samples: Sequence[Sample], batch: int,
@@ -161,12 +163,12 @@ def run_decoders(specs: Sequence[DecoderSpec], samples: Sequence[Sample], batch:
                                                            [s.images for s in b])
                          for b in batches] for sp in specs}
     for sp in specs:
-        sp.fn(sp.model, encoded[sp.name][0], sp.cfg)
+        sp.fn(sp.model, encoded[sp.name][0], sp.cfg, language=sp.language)
     results = {sp.name: DecoderResult(sp.name) for sp in specs}
     for r in range(repeats):
         for i in range(len(batches)):
             for sp in specs:
-                out = sp.fn(sp.model, encoded[sp.name][i], sp.cfg)
+                out = sp.fn(sp.model, encoded[sp.name][i], sp.cfg, language=sp.language)
                 res, st = results[sp.name], out.stats
                 res.tokens += st.tokens
                 res.decode_ms += st.decode_ms
@@ -235,58 +237,84 @@ def token_agreement(a: Sequence[list[int]], b: Sequence[list[int]]) -> float:
     return same / total if total else 1.0
 
 
-@torch.inference_mode()
-def forward_latency(model: Wamdiff2Model, sample: Sample, batch: int, block: int,
-                    fast: FastConfig, reps: int = 20) -> dict:
-    """Milliseconds per forward of the fast decoders' steps (batch ``batch`` of one prompt):
-    an AR token step (host plan included), a block denoising step, the first step of a block
-    with the previous block's commit fused in (two blocks of queries), and a separate commit
-    pass (what an unfused decoder runs instead)."""
-    enc = model.processor.encode_prompts([sample.prompt] * batch, [sample.images] * batch)
-    out = {}
-    diff = model.with_fields(paradigm="diffusion", block_size=block)
-    cfg = DecodeConfig(block_size=block, max_new_tokens=2 * block)
+DECODER_NAMES = ("ar_optimised", "diffusion_reference", "diffusion_fast")
+CONSTRAINED_SUFFIX = "_constrained"        # the constrained setting's decoders' names
+TARGETS = {"fast_vs_ar": 3.0, "fast_vs_reference": 1.5, "l2_fast_vs_ar": 1.05}
 
-    def state(fuse: bool):                                    # built and filled by a decode
-        f = replace(fast, fuse_commit=fuse)
-        fast_decode(diff, enc, cfg, f)
-        runner = runner_for(diff, f)
-        key = ("diffusion", runner.bucket(batch), block, cfg.commit_rule, True, fuse)
-        return runner.states[key], runner.device
 
-    fused, dev = state(True)
-    out["block_step"] = _time(lambda: fused.run_step(0.0, None, batch), reps, dev)
-    out["first_step"] = _time(lambda: fused.run_step(0.0, None, batch, first=True), reps, dev)
-    unfused, dev = state(False)
-    out["commit"] = _time(unfused.commit, reps, dev)
-    ar = model.with_fields(paradigm="ar", block_size=1)
-    fast_decode(ar, enc, DecodeConfig(max_new_tokens=reps + 2), fast)
-    runner = runner_for(ar, fast)
-    st = runner.states[("ar", runner.bucket(batch), True)]
-    n = [int(x) for x in st.base.tolist()]
+def _decoders(model: Wamdiff2Model, ar_model: Wamdiff2Model, cfg: DecodeConfig,
+              fast: FastConfig, constrained: bool) -> list[DecoderSpec]:
+    """The three decoders of one setting (constrained: the planning language enforced)."""
+    language = tasks.planning_language()
+    cfg = replace(cfg, constrained=constrained)
+    ar_cfg = DecodeConfig(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
+                          seed=cfg.seed, constrained=constrained)
+    suffix = CONSTRAINED_SUFFIX if constrained else ""
 
-    def ar_step(j=[0]):
-        j[0] += 1
-        st.attn.plan([m + j[0] for m in n])
-        st.run_step(0.0, None, batch)
-    st.c.zero_()
-    out["ar_step"] = _time(ar_step, reps, runner.device)
-    out["mode"], out["attention"] = runner.mode, runner.attention
+    def fast_fn(m, b, c, language=None):
+        return fast_decode(m, b, c, fast, language=language)
+    return [DecoderSpec("ar_optimised" + suffix, fast_fn, ar_model, ar_cfg, language),
+            DecoderSpec("diffusion_reference" + suffix, reference_decode, model, cfg, language),
+            DecoderSpec("diffusion_fast" + suffix, fast_fn, model, cfg, language)]
+
+
+def _comparison(runs: dict[str, DecoderResult], suffix: str, samples: Sequence[Sample],
+                ar_is_teacher: bool) -> dict:
+    """Ratios, fast == reference, paired L2 and targets of one setting's three decoders."""
+    ar, ref, fst = (runs[n + suffix] for n in DECODER_NAMES)
+    ratios = {"fast_vs_ar": fst.tokens_per_s / ar.tokens_per_s,
+              "fast_vs_reference": fst.tokens_per_s / ref.tokens_per_s,
+              "reference_vs_ar": ref.tokens_per_s / ar.tokens_per_s}
+    paired = paired_l2(fst.texts, ar.texts, samples) if ar_is_teacher else None
+    if paired and paired["l2_avg_b"]:
+        ratios["l2_fast_vs_ar"] = paired["l2_avg_a"] / paired["l2_avg_b"]
+    out = {
+        "ratios": ratios,
+        "fast_matches_reference": fst.sequences == ref.sequences,
+        "fast_token_agreement": token_agreement(fst.sequences, ref.sequences),
+        "l2_paired": paired,
+        "targets": {k: {"want": v, "got": ratios.get(k),
+                        "met": None if k not in ratios else
+                        (ratios[k] <= v if k.startswith("l2") else ratios[k] >= v)}
+                    for k, v in TARGETS.items()},
+    }
+    quality = out["targets"]["l2_fast_vs_ar"]
+    if quality["met"] and fst.l2["parse_failures"] > ar.l2["parse_failures"]:
+        # An unparsed plan is no plan: the L2 target needs at least the teacher's parse rate.
+        quality["met"] = False
+        quality["why"] = (f"{fst.l2['parse_failures']} diffusion plans do not parse "
+                          f"(AR: {ar.l2['parse_failures']})")
     return out
 
 
-def _time(fn: Callable[[], object], reps: int, device: torch.device) -> float:
-    fn()
-    sync(device)
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        fn()
-    sync(device)
-    return (time.perf_counter() - t0) * 1e3 / reps
+def constraint_settings(cfg: DecodeConfig) -> tuple[bool, ...]:
+    """The settings a benchmark compares: both side by side unless ``cfg.constrained``
+    names one."""
+    return (False, True) if cfg.constrained is None else (cfg.constrained,)
 
 
-DECODER_NAMES = ("ar_optimised", "diffusion_reference", "diffusion_fast")
-TARGETS = {"fast_vs_ar": 3.0, "fast_vs_reference": 1.5, "l2_fast_vs_ar": 1.05}
+def latency_report(model: Wamdiff2Model, sample: Sample, batch: int, cfg: DecodeConfig,
+                   fast: FastConfig = FastConfig(), latency_modes: Sequence[str] = ("eager",),
+                   latency_reps: int = 20) -> dict:
+    """The benchmark's description of the set-up and its per-forward latency table alone
+    (no decodes: ``bench decode --latency-only``), the constrained rows when
+    ``constraint_settings(cfg)`` holds the constrained setting."""
+    settings = constraint_settings(cfg)
+    runner = runner_for(model, fast)
+    block = cfg.block_size or model.fields.block_size
+    language = tasks.planning_language() if True in settings else None
+    latency = {mode: forward_latency(model, sample, batch, block,
+                                     FastConfig(**{**asdict(fast), "mode": mode}),
+                                     latency_reps, language)
+               for mode in latency_modes}
+    return {
+        "device": str(model.device), "dtype": str(runner.text.dtype).replace("torch.", ""),
+        "parameters": model.num_parameters(), "decode": cfg.to_dict(), "block_size": block,
+        "constraints": ["on" if c else "off" for c in settings],
+        "fast": {**asdict(fast), "resolved_mode": runner.mode,
+                 "resolved_attention": runner.attention, "sync_every": runner.sync_every},
+        "batch": batch, "latency_reps": latency_reps, "latency_ms": latency, "notes": [],
+    }
 
 
 def run_benchmark(model: Wamdiff2Model, ar_model: Wamdiff2Model, samples: Sequence[Sample],
@@ -298,52 +326,22 @@ def run_benchmark(model: Wamdiff2Model, ar_model: Wamdiff2Model, samples: Sequen
 
     ``model`` is the diffusion model; ``ar_model`` the next-token model (the AR teacher, or
     the same weights read as next-token when no teacher is given). The three decoders run
-    on the same samples with the same decode settings."""
-    ar_cfg = DecodeConfig(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
-                          seed=cfg.seed)
-    fast_fn = lambda m, b, c: fast_decode(m, b, c, fast)             # noqa: E731
-    runs = run_decoders([DecoderSpec("ar_optimised", fast_fn, ar_model, ar_cfg),
-                         DecoderSpec("diffusion_reference", reference_decode, model, cfg),
-                         DecoderSpec("diffusion_fast", fast_fn, model, cfg)],
-                        samples, batch, repeats)
-    ar, ref, fst = (runs[n] for n in DECODER_NAMES)
-    ratios = {"fast_vs_ar": fst.tokens_per_s / ar.tokens_per_s,
-              "fast_vs_reference": fst.tokens_per_s / ref.tokens_per_s,
-              "reference_vs_ar": ref.tokens_per_s / ar.tokens_per_s}
-    paired = paired_l2(fst.texts, ar.texts, samples) if ar_is_teacher else None
-    if paired and paired["l2_avg_b"]:
-        ratios["l2_fast_vs_ar"] = paired["l2_avg_a"] / paired["l2_avg_b"]
-    runner = runner_for(model, fast)
-    block = cfg.block_size or model.fields.block_size
-    latency = {mode: forward_latency(model, samples[0], batch, block,
-                                     FastConfig(**{**asdict(fast), "mode": mode}),
-                                     latency_reps)
-               for mode in latency_modes}
+    on the same samples with the same decode settings, unconstrained and with the planning
+    language enforced (``constraint_settings``: both unless ``cfg.constrained`` picks one),
+    all six taking turns on every batch. The top-level ratios are the first setting's; with
+    both, ``constrained`` holds the constrained setting's."""
+    settings = constraint_settings(cfg)
+    specs = [sp for c in settings for sp in _decoders(model, ar_model, cfg, fast, c)]
+    runs = run_decoders(specs, samples, batch, repeats)
+    primary = CONSTRAINED_SUFFIX if settings[0] else ""
     report = {
-        "device": str(model.device), "dtype": str(runner.text.dtype).replace("torch.", ""),
-        "parameters": model.num_parameters(), "trained": trained,
-        "decode": cfg.to_dict(), "block_size": block,
-        "fast": {**asdict(fast), "resolved_mode": runner.mode,
-                 "resolved_attention": runner.attention, "sync_every": runner.sync_every},
-        "samples": len(samples), "batch": batch, "repeats": repeats,
+        **latency_report(model, samples[0], batch, cfg, fast, latency_modes, latency_reps),
+        "trained": trained, "samples": len(samples), "repeats": repeats,
         "decoders": {n: r.to_dict() for n, r in runs.items()},
-        "ratios": ratios,
-        "fast_matches_reference": fst.sequences == ref.sequences,
-        "fast_token_agreement": token_agreement(fst.sequences, ref.sequences),
-        "latency_ms": latency,
-        "l2_paired": paired,
-        "targets": {k: {"want": v, "got": ratios.get(k),
-                        "met": None if k not in ratios else
-                        (ratios[k] <= v if k.startswith("l2") else ratios[k] >= v)}
-                    for k, v in TARGETS.items()},
-        "notes": [],
+        **_comparison(runs, primary, samples, ar_is_teacher),
     }
-    quality = report["targets"]["l2_fast_vs_ar"]
-    if quality["met"] and fst.l2["parse_failures"] > ar.l2["parse_failures"]:
-        # An unparsed plan is no plan: the L2 target needs at least the teacher's parse rate.
-        quality["met"] = False
-        quality["why"] = (f"{fst.l2['parse_failures']} diffusion plans do not parse "
-                          f"(AR: {ar.l2['parse_failures']})")
+    if len(settings) == 2:
+        report["constrained"] = _comparison(runs, CONSTRAINED_SUFFIX, samples, ar_is_teacher)
     if not ar_is_teacher:
         report["notes"].append(
             "no AR teacher given (--ar-checkpoint): 'AR optimised' decodes the diffusion "
@@ -359,5 +357,5 @@ def run_benchmark(model: Wamdiff2Model, ar_model: Wamdiff2Model, samples: Sequen
             mode: {"tokens_per_forward": tokens_per_forward,
                    "diffusion_tokens_per_s": tokens_per_forward * 1e3 / lat["block_step"],
                    "ar_tokens_per_s": 1e3 / lat["ar_step"]}
-            for mode, lat in latency.items()}
+            for mode, lat in report["latency_ms"].items()}
     return report

@@ -1,0 +1,70 @@
+"""The planner names each task's answer language to the decoder; with the default settings
+plans and detections are constrained, and every plan of an untrained model parses."""
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from wamdiff2_core import tasks
+from wamdiff2_core.decoding import backends
+from wamdiff2_core.decoding.config import DecodeConfig
+from wamdiff2_core.decoding.constraints.automaton import LanguageError
+from wamdiff2_core.model.modeling import Wamdiff2Model
+from wamdiff2_core.planner import Observation, Planner
+
+CALLS: list[tuple] = []
+IMAGE = np.zeros((36, 64, 3), np.uint8)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return Wamdiff2Model.from_preset("tiny", block_size=32, seed=0)
+
+
+@pytest.fixture(scope="module")
+def recording_backend():
+    fast = backends.DECODER_BACKENDS["fast"]
+
+    def record(model, batch, cfg, language=None):
+        CALLS.append((cfg.constrained, language))
+        return fast(model, batch, cfg, language=language)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(backends.DECODER_BACKENDS, "recording", record)
+        yield "recording"
+
+
+def test_each_task_names_its_language(model, recording_backend):
+    planner = Planner(model, DecodeConfig(steps_per_block=4), recording_backend)
+    CALLS.clear()
+    plan = planner.plan(Observation([IMAGE], "left", (5.0, 0.0)))   # untrained, yet a plan
+    assert tasks.format_waypoints(plan.waypoints) == plan.text
+    try:
+        planner.detect([IMAGE])
+    except tasks.AnswerParseError as exc:          # only the corner order can be wrong
+        assert "x1 <= x2 and y1 <= y2" in exc.reason
+    planner.answer([IMAGE], "Is the left lane free?")
+    yes_no = planner.answer([IMAGE], "Is the left lane free?", choices=["yes", "no"])
+    assert yes_no.text in ("yes", "no")
+    assert CALLS == [(None, tasks.planning_language()), (None, tasks.detection_language()),
+                     (None, None), (None, tasks.qa_language(["yes", "no"]))]
+
+    always = planner.reconfigure(replace(planner.decode, constrained=True))
+    CALLS.clear()
+    always.answer([IMAGE], "Is the left lane free?")
+    assert CALLS == [(True, tasks.qa_language())]
+
+
+def test_the_switch_turns_it_off_and_a_short_budget_is_refused(model, recording_backend):
+    off = Planner(model, DecodeConfig(constrained=False, steps_per_block=4, max_new_tokens=96),
+                  recording_backend)
+    CALLS.clear()
+    try:
+        off.plan(Observation([IMAGE]))
+    except tasks.AnswerParseError:
+        pass
+    assert CALLS == [(False, tasks.planning_language())]
+    with pytest.raises(LanguageError, match="takes 80 tokens .* max_new_tokens is 32"):
+        Planner(model, DecodeConfig(max_new_tokens=32))
+    # a planning budget of its own is what counts
+    Planner(model, DecodeConfig(max_new_tokens=32),
+            plan_decode=DecodeConfig(max_new_tokens=96))
