@@ -13,8 +13,9 @@ import json
 import sys
 import time
 
-from wamdiff2_core.apps.common import (CliError, add_decode_options, camera_arg, decode_config,
-                                       decode_knobs, scenarios_arg, subgroup)
+from wamdiff2_core.apps.common import (CliError, add_decode_options, add_field_options,
+                                       camera_arg, decode_config, decode_knobs,
+                                       field_overrides, scenarios_arg, subgroup)
 from wamdiff2_core.tasks import RECORDS_FILE
 
 DEFAULT_OUT = "runs/eval/open-loop"
@@ -52,6 +53,7 @@ def _register_open_loop(group) -> None:
     parser.add_argument("--device", default="cpu", help="torch device (default: cpu)")
     add_decode_options(parser, ("block_size", "steps_per_block", "max_new_tokens",
                                 "commit_rule", "threshold"))
+    add_field_options(parser)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run_open_loop)
 
@@ -94,7 +96,8 @@ def _predictor(args: argparse.Namespace):
     from wamdiff2_core.planner import Planner
 
     try:
-        planner = Planner.from_pretrained(args.checkpoint, decode=decode, device=args.device)
+        planner = Planner.from_pretrained(args.checkpoint, decode=decode, device=args.device,
+                                          fields=field_overrides(args))
     except ValueError as exc:          # CheckpointError: not a checkpoint, not a preset
         raise CliError(str(exc)) from None
     info = {"checkpoint": args.checkpoint, "device": args.device, "decode": decode.to_dict()}

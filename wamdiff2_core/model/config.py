@@ -65,13 +65,3 @@ def build_config(preset: Preset, vocab_size: int, special_ids: dict[str, int],
 
 def set_fields(cfg: Qwen3VLConfig, fields: DiffusionFields) -> None:
     cfg.wamdiff2 = asdict(fields)
-
-
-def get_fields(cfg: Qwen3VLConfig, defaults: DiffusionFields | None = None) -> DiffusionFields:
-    """The diffusion fields of a config; ``defaults`` for a plain Qwen3-VL checkpoint."""
-    raw = getattr(cfg, "wamdiff2", None)
-    if raw is None:
-        if defaults is None:
-            raise ValueError("config has no 'wamdiff2' fields and no defaults were given")
-        return defaults
-    return DiffusionFields(**raw)

@@ -147,7 +147,8 @@ class PlannerNode(LifecycleNode):
             planner = Planner.from_pretrained(cfg.checkpoint, decode=cfg.decode,
                                               device=cfg.device, dtype=cfg.dtype,
                                               backend=cfg.backend,
-                                              plan_decode=cfg.plan_decode)
+                                              plan_decode=cfg.plan_decode, fields=cfg.fields)
+            self.get_logger().info(planner.model.describe())
             stats = planner.warmup()
         except Exception as exc:  # noqa: BLE001 - a failed configure leaves us unconfigured
             self._set_state("unconfigured")
