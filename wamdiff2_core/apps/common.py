@@ -148,13 +148,25 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     add_field_options(parser)
 
 
+def check_model_source(source) -> None:
+    """A checkpoint directory's config and weight headers, checked before torch is imported
+    (seconds of start-up): a bad checkpoint is one CliError at once."""
+    from wamdiff2_core.model.checkpoint import CheckpointError, check_source
+
+    try:
+        check_source(source)
+    except CheckpointError as exc:
+        raise CliError(str(exc)) from None
+
+
 def planner_from_args(args: argparse.Namespace, decode: DecodeConfig | None = None):
     """A Planner from the shared model arguments (``decode``: default from the decoding
     options); any loading problem becomes one CliError."""
+    decode = decode or decode_config(args)
+    check_model_source(args.checkpoint)
     from wamdiff2_core.model.modeling import CheckpointError
     from wamdiff2_core.planner import Planner
 
-    decode = decode or decode_config(args)
     try:
         return Planner.from_pretrained(args.checkpoint or args.preset, decode=decode,
                                        device=args.device, dtype=args.dtype,

@@ -14,8 +14,8 @@ import sys
 import time
 
 from wamdiff2_core.apps.common import (CliError, add_decode_options, add_field_options,
-                                       camera_arg, decode_config, decode_knobs,
-                                       field_overrides, scenarios_arg, subgroup)
+                                       camera_arg, check_model_source, decode_config,
+                                       decode_knobs, field_overrides, scenarios_arg, subgroup)
 from wamdiff2_core.tasks import RECORDS_FILE
 
 DEFAULT_OUT = "runs/eval/open-loop"
@@ -93,6 +93,7 @@ def _predictor(args: argparse.Namespace):
     decode = decode_config(args)           # checked first, also for ground-truth answers
     if args.checkpoint == GROUND_TRUTH:
         return ground_truth_predictor(), {"checkpoint": GROUND_TRUTH}
+    check_model_source(args.checkpoint)
     from wamdiff2_core.planner import Planner
 
     try:

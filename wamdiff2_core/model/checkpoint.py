@@ -79,6 +79,17 @@ def inspect_checkpoint(path: str | Path) -> CheckpointFiles:
     return CheckpointFiles(path, config, tensors, tuple(files))
 
 
+def check_source(source: str | Path | None) -> None:
+    """``inspect_checkpoint`` for a model source that is an existing path (presets, None for
+    the bundled model and other names are the loader's to judge). Imports no torch: callers
+    run it before the slow import so that a bad checkpoint fails in well under a second."""
+    from wamdiff2_core.model.presets import is_preset
+
+    if source is None or is_preset(str(source)) or not Path(source).exists():
+        return
+    inspect_checkpoint(source)
+
+
 def read_config(path: Path) -> dict:
     """config.json as a dict, refused unless it is a Qwen3-VL / WAM-Diff2 config that states
     every shape."""
@@ -193,7 +204,7 @@ def check_tensors(files: CheckpointFiles, expected: dict[str, tuple[int, ...]],
         k = wrong[0]
         problems.append(f"{len(wrong)} tensors have another shape than the config says "
                         f"({k}: {list(found[k].shape)} in {found[k].file}, config "
-                        f"{list(expected[k])}{', ...' if len(wrong) > 1 else ''})")
+                        f"{list(expected[k])}{' and others' if len(wrong) > 1 else ''})")
     if problems:
         raise CheckpointError(f"checkpoint {files.path} does not match its config.json: "
                               + "; ".join(problems))
@@ -201,4 +212,4 @@ def check_tensors(files: CheckpointFiles, expected: dict[str, tuple[int, ...]],
 
 def _names(items: list[str]) -> str:
     shown = ", ".join(items[:SHOWN])
-    return shown + (f", ... ({len(items) - SHOWN} more)" if len(items) > SHOWN else "")
+    return shown + (f" and {len(items) - SHOWN} more" if len(items) > SHOWN else "")

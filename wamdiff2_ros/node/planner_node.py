@@ -141,7 +141,9 @@ class PlannerNode(LifecycleNode):
                                f"{cfg.device} ({cfg.decode}{plan})")
         try:
             # torch loads here, not at import: bad parameters and Ctrl-C during start-up are
-            # handled by main() before the slow import.
+            # handled by main() before the slow import; so is a bad checkpoint directory.
+            from wamdiff2_core.model.checkpoint import check_source
+            check_source(cfg.checkpoint)
             from wamdiff2_core.planner import Planner
 
             planner = Planner.from_pretrained(cfg.checkpoint, decode=cfg.decode,

@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 from wamdiff2_core.apps.common import (CliError, add_decode_options, add_field_options,
-                                       apply_threads, decode_config, field_overrides, subgroup)
+                                       apply_threads, check_model_source, decode_config,
+                                       field_overrides, subgroup)
 from wamdiff2_core.sim.camera import parse_resolution
 from wamdiff2_core.types import bundled_checkpoint_path
 
@@ -79,6 +80,8 @@ def _load(args):
         raise CliError("this checkout has no bundled model; pass --checkpoint DIR or "
                        "--preset NAME")
     trained = args.preset is None
+    check_model_source(source)
+    check_model_source(args.ar_checkpoint)
     try:
         model = load_model(source, args.device, args.dtype, fields=field_overrides(args))
         ar_dir = args.ar_checkpoint
