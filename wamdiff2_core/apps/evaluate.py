@@ -12,6 +12,7 @@ import dataclasses
 import json
 import sys
 import time
+from pathlib import Path
 
 from wamdiff2_core.apps.common import (CliError, add_decode_options, add_field_options,
                                        camera_arg, check_model_source, decode_config,
@@ -60,13 +61,25 @@ def _register_open_loop(group) -> None:
 
 def load_records(data: str) -> tuple[list[dict], object]:
     """Records of a data set directory or records file, and the folder images are under."""
-    from wamdiff2_core.tasks import read_records, records_path
+    from wamdiff2_core.tasks import read_records, record_prompt_and_answer, records_path
 
     try:
         path = records_path(data)
-        return read_records(path), path.parent
+        records = read_records(path)
     except ValueError as exc:
         raise CliError(str(exc)) from None
+    for i, record in enumerate(records):
+        try:
+            record_prompt_and_answer(record)
+        except ValueError as exc:
+            raise CliError(f"record {i} of {path} is malformed: {exc}") from None
+        images = record.get("image") or []
+        for image in [images] if isinstance(images, str) else images:
+            file = image if Path(image).is_absolute() else path.parent / image
+            if not Path(file).is_file():
+                raise CliError(f"record {record.get('id', i)} of {path} names a missing "
+                               f"image {file}")
+    return records, path.parent
 
 
 def _select(records: list[dict], tasks: str | None, limit: int | None) -> list[dict]:

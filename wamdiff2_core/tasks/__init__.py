@@ -14,7 +14,7 @@ malformed or non-str input. :func:`conversation_record` / :func:`record_prompt_a
 write and read the reference repository's conversation JSON records. See docs/tasks.md.
 """
 from .conversation import (RECORDS_FILE, conversation_record, read_records,
-                           record_prompt_and_answer, records_path)
+                           record_prompt_and_answer, record_task, records_path)
 from .detection import Detection, detection_prompt, format_detections, parse_detections
 from .errors import AnswerParseError
 from .planning import (COMMANDS, NUM_WAYPOINTS, WAYPOINT_DT_S, format_waypoints,
@@ -42,4 +42,5 @@ __all__ = [
     "parse_answer",
     "conversation_record",
     "record_prompt_and_answer",
+    "record_task",
 ]
