@@ -7,7 +7,7 @@ so callers decide on the fallback.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -16,6 +16,7 @@ from wamdiff2_core import tasks
 from wamdiff2_core.decoding.backends import get_decoder
 from wamdiff2_core.decoding.config import DEFAULT_BACKEND, DecodeConfig, DecodeStats
 from wamdiff2_core.decoding.constraints.session import automaton_for
+from wamdiff2_core.model.fields import check_overrides
 from wamdiff2_core.model.modeling import CheckpointError, Wamdiff2Model
 from wamdiff2_core.model.presets import PRESETS, is_preset
 from wamdiff2_core.model.processor import to_pil
@@ -39,9 +40,15 @@ def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
 
 
 def load_model(path_or_preset: str | Path | None, device: str = "cpu",
-               dtype: str | torch.dtype | None = None, seed: int = 0) -> Wamdiff2Model:
-    """A model from a checkpoint directory, a preset name, or (None) the bundled default."""
+               dtype: str | torch.dtype | None = None, seed: int = 0,
+               fields: Mapping[str, Any] | None = None) -> Wamdiff2Model:
+    """A model from a checkpoint directory, a preset name, or (None) the bundled default.
+
+    ``fields`` overrides diffusion fields by name, e.g. ``{"mask_token_id": 151671,
+    "block_size": 32}`` (keys: paradigm, block_size, mask_token_id, eoa_token_id,
+    pad_token_id); the others come from the checkpoint (docs/model.md, "Loading")."""
     dt = resolve_dtype(dtype)
+    overrides = check_overrides(fields)
     if path_or_preset is None:
         path_or_preset = bundled_checkpoint_path()
         if path_or_preset is None:
@@ -49,12 +56,13 @@ def load_model(path_or_preset: str | Path | None, device: str = "cpu",
                                   f"({BUNDLED} is missing); pass a checkpoint or a preset")
     name = str(path_or_preset)
     if is_preset(name):
-        return Wamdiff2Model.from_preset(name, seed=seed, device=device,
-                                         dtype=dt or torch.float32)
+        model = Wamdiff2Model.from_preset(name, seed=seed, device=device,
+                                          dtype=dt or torch.float32)
+        return model.with_fields(source="override", **overrides) if overrides else model
     if not Path(name).exists() and "/" not in name and "\\" not in name:
         raise CheckpointError(f"{name!r} is neither a checkpoint directory nor a preset "
                               f"(presets: {', '.join(sorted(PRESETS))})")
-    return Wamdiff2Model.from_pretrained(name, device=device, dtype=dt)
+    return Wamdiff2Model.from_pretrained(name, device=device, dtype=dt, fields=overrides)
 
 
 _KEEP = object()
@@ -90,9 +98,13 @@ class Planner:
                         decode: DecodeConfig = DecodeConfig(), device: str = "cpu",
                         dtype: str | torch.dtype | None = None,
                         backend: str = DEFAULT_BACKEND,
-                        plan_decode: DecodeConfig | None = None) -> "Planner":
-        """Load a checkpoint directory, build a preset, or (None) load the bundled model."""
-        return cls(load_model(path_or_preset, device, dtype), decode, backend, plan_decode)
+                        plan_decode: DecodeConfig | None = None,
+                        fields: Mapping[str, Any] | None = None) -> "Planner":
+        """Load a checkpoint directory, build a preset, or (None) load the bundled model.
+        ``fields``: diffusion fields the checkpoint does not state, or that replace its own
+        (``load_model``); ``planner.model.describe()`` says where each one came from."""
+        return cls(load_model(path_or_preset, device, dtype, fields=fields), decode, backend,
+                   plan_decode)
 
     def reconfigure(self, decode: DecodeConfig | None = None, backend: str | None = None,
                     plan_decode=_KEEP) -> "Planner":

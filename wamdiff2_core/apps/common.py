@@ -110,9 +110,43 @@ def add_backend_option(parser: argparse.ArgumentParser) -> None:
 
 
 # ------------------------------------------------------------------------------ models
+# Diffusion fields a checkpoint may not state (a plain Qwen3-VL directory states none; its
+# vocabulary supplies the reference's conventions): field -> (flag, type, choices, help).
+# `--block-size` (a decoding option) supplies the block size. docs/model.md, "Loading".
+FIELD_OPTIONS: dict[str, tuple[str, type, tuple[str, ...] | None, str]] = {
+    "paradigm": ("--paradigm", str, ("ar", "diffusion"),
+                 "how the checkpoint decodes: ar (next token) or diffusion (blocks)"),
+    "mask_token_id": ("--mask-token-id", int, None, "id of the diffusion mask token"),
+    "eoa_token_id": ("--eoa-token-id", int, None, "id of the end-of-answer token"),
+    "pad_token_id": ("--pad-token-id", int, None, "id of the prompt padding token"),
+}
+
+
+def add_field_options(parser: argparse.ArgumentParser) -> None:
+    """--paradigm, --mask-token-id, --eoa-token-id, --pad-token-id: diffusion fields for a
+    checkpoint that does not state them (or to replace its own)."""
+    group = parser.add_argument_group(
+        "checkpoint fields", "for a checkpoint that does not state them (default: the "
+                             "checkpoint's own, else the Qwen3-VL conventions for a Qwen "
+                             "vocabulary; see docs/model.md)")
+    for name, (flag, kind, choices, text) in FIELD_OPTIONS.items():
+        group.add_argument(flag, dest=name, type=kind, default=None, choices=choices,
+                           help=f"{text} (default: the checkpoint's)")
+
+
+def field_overrides(args: argparse.Namespace, block_size: bool = True) -> dict:
+    """The diffusion fields the user set (``block_size``: also --block-size, which then
+    supplies a checkpoint's missing block size as well as the decoding block size)."""
+    out = {name: getattr(args, name) for name in FIELD_OPTIONS
+           if getattr(args, name, None) is not None}
+    if block_size and getattr(args, "block_size", None) is not None:
+        out["block_size"] = args.block_size
+    return out
+
+
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    """--checkpoint / --preset / --device / --dtype, the decoding knobs and --backend (shared
-    by commands that load a planner)."""
+    """--checkpoint / --preset / --device / --dtype, the decoding knobs, --backend and the
+    checkpoint-field options (shared by commands that load a planner)."""
     src = parser.add_mutually_exclusive_group()
     src.add_argument("--checkpoint", metavar="DIR",
                      help="checkpoint directory (default: the bundled model)")
@@ -123,19 +157,32 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     add_decode_options(parser, ("block_size", "steps_per_block", "threshold", "commit_rule",
                                 "constrained"), flags={"steps_per_block": "--steps"})
     add_backend_option(parser)
+    add_field_options(parser)
+
+
+def check_model_source(source) -> None:
+    """A checkpoint directory's config and weight headers, checked before torch is imported
+    (seconds of start-up): a bad checkpoint is one CliError at once."""
+    from wamdiff2_core.model.checkpoint import CheckpointError, check_source
+
+    try:
+        check_source(source)
+    except CheckpointError as exc:
+        raise CliError(str(exc)) from None
 
 
 def planner_from_args(args: argparse.Namespace, decode: DecodeConfig | None = None):
     """A Planner from the shared model arguments (``decode``: default from the decoding
     options); any loading problem becomes one CliError."""
+    decode = decode or decode_config(args)
+    check_model_source(args.checkpoint)
     from wamdiff2_core.model.modeling import CheckpointError
     from wamdiff2_core.planner import Planner
 
-    decode = decode or decode_config(args)
     try:
         return Planner.from_pretrained(args.checkpoint or args.preset, decode=decode,
                                        device=args.device, dtype=args.dtype,
-                                       backend=args.backend)
+                                       backend=args.backend, fields=field_overrides(args))
     except (CheckpointError, ValueError) as exc:
         raise CliError(str(exc)) from None
 

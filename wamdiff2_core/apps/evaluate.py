@@ -12,9 +12,11 @@ import dataclasses
 import json
 import sys
 import time
+from pathlib import Path
 
-from wamdiff2_core.apps.common import (CliError, add_decode_options, camera_arg, decode_config,
-                                       decode_knobs, scenarios_arg, subgroup)
+from wamdiff2_core.apps.common import (CliError, add_decode_options, add_field_options,
+                                       camera_arg, check_model_source, decode_config,
+                                       decode_knobs, field_overrides, scenarios_arg, subgroup)
 from wamdiff2_core.tasks import RECORDS_FILE
 
 DEFAULT_OUT = "runs/eval/open-loop"
@@ -52,19 +54,32 @@ def _register_open_loop(group) -> None:
     parser.add_argument("--device", default="cpu", help="torch device (default: cpu)")
     add_decode_options(parser, ("block_size", "steps_per_block", "max_new_tokens",
                                 "commit_rule", "threshold", "constrained"))
+    add_field_options(parser)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run_open_loop)
 
 
 def load_records(data: str) -> tuple[list[dict], object]:
     """Records of a data set directory or records file, and the folder images are under."""
-    from wamdiff2_core.tasks import read_records, records_path
+    from wamdiff2_core.tasks import read_records, record_prompt_and_answer, records_path
 
     try:
         path = records_path(data)
-        return read_records(path), path.parent
+        records = read_records(path)
     except ValueError as exc:
         raise CliError(str(exc)) from None
+    for i, record in enumerate(records):
+        try:
+            record_prompt_and_answer(record)
+        except ValueError as exc:
+            raise CliError(f"record {i} of {path} is malformed: {exc}") from None
+        images = record.get("image") or []
+        for image in [images] if isinstance(images, str) else images:
+            file = image if Path(image).is_absolute() else path.parent / image
+            if not Path(file).is_file():
+                raise CliError(f"record {record.get('id', i)} of {path} names a missing "
+                               f"image {file}")
+    return records, path.parent
 
 
 def _select(records: list[dict], tasks: str | None, limit: int | None) -> list[dict]:
@@ -91,10 +106,12 @@ def _predictor(args: argparse.Namespace):
     decode = decode_config(args)           # checked first, also for ground-truth answers
     if args.checkpoint == GROUND_TRUTH:
         return ground_truth_predictor(), {"checkpoint": GROUND_TRUTH}
+    check_model_source(args.checkpoint)
     from wamdiff2_core.planner import Planner
 
     try:
-        planner = Planner.from_pretrained(args.checkpoint, decode=decode, device=args.device)
+        planner = Planner.from_pretrained(args.checkpoint, decode=decode, device=args.device,
+                                          fields=field_overrides(args))
     except ValueError as exc:          # CheckpointError: not a checkpoint, not a preset
         raise CliError(str(exc)) from None
     info = {"checkpoint": args.checkpoint, "device": args.device, "decode": decode.to_dict()}

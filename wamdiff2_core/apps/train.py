@@ -4,17 +4,24 @@ Several processes: ``torchrun --nproc_per_node N -m wamdiff2_core.cli train --co
 """
 from __future__ import annotations
 
-from wamdiff2_core.apps.common import CliError
+from wamdiff2_core.apps.common import CliError, check_model_source
 
 
 def _train(args) -> int:
-    from wamdiff2_core.model.modeling import CheckpointError
     from wamdiff2_core.training.config import RecipeError, find_recipe, load_recipe
+
+    try:
+        recipe = load_recipe(find_recipe(args.config), args.overrides)
+    except RecipeError as exc:
+        raise CliError(str(exc)) from None
+    check_model_source(recipe.model.init)             # before torch loads: fast errors
+    if recipe.objective == "distill":
+        check_model_source(recipe.distill.teacher)
+    from wamdiff2_core.model.modeling import CheckpointError
     from wamdiff2_core.training.distributed import close_process_group
     from wamdiff2_core.training.engine import train
 
     try:
-        recipe = load_recipe(find_recipe(args.config), args.overrides)
         train(recipe, resume=args.resume)
     except (RecipeError, CheckpointError) as exc:
         raise CliError(str(exc)) from None

@@ -57,6 +57,18 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin_signed: torch.Tensor) -> 
     return x * cos + x.roll(x.shape[-1] // 2, -1) * sin_signed
 
 
+def rows_linear(x: torch.Tensor, weight: torch.Tensor, cut: int) -> torch.Tensor:
+    """``F.linear(x, weight)`` for x (B, N, C); with ``cut`` > 0, the first ``cut`` positions
+    (a fused commit's finished block) and the rest as two products, each of the shape its
+    separate forward has. A GEMM's rounding can depend on its row count (on this CPU a 2-row
+    product differs from two 1-row ones in the last bits), so this is what keeps the fused
+    step's logits the unfused path's bits at every block size."""
+    if not cut:
+        return F.linear(x, weight)
+    return torch.cat((F.linear(x[:, :cut].contiguous(), weight),
+                      F.linear(x[:, cut:].contiguous(), weight)), 1)
+
+
 class Prefix(NamedTuple):
     """A commit pass fused into a forward (see ``StaticTextModel.forward``): the first ``n``
     positions, their key lengths ``kv_len`` (B,) and the attention they are planned on."""
@@ -141,8 +153,9 @@ class StaticTextModel:
         are a finished block whose clean keys/values are written at their slots; they attend
         to ``prefix.kv_len`` keys through ``prefix.attention``, produce no logits and are
         dropped once the last layer's keys/values are written. Every other row computes
-        exactly what it would in two forwards (row-wise arithmetic; the attention calls are
-        the separate forwards' own), so the logits (B, K - n, V) are the same bits."""
+        exactly what it would in two forwards (row-wise norms and rotary; the products and
+        attention calls are the separate forwards' own shapes, ``rows_linear``), so the
+        logits (B, K - n, V) are the same bits."""
         b, n = ids.shape
         meta = attention.metadata(kv_len, cache.max_len)
         cut = 0
@@ -156,9 +169,9 @@ class StaticTextModel:
         last = self.num_layers - 1
         for i, p in enumerate(self.params):
             x = rms_norm(h, p.ln1, p.ln1_eps)
-            q = rms_norm(F.linear(x, p.q).view(b, n, hq, d), p.q_norm, p.q_eps)
-            k = rms_norm(F.linear(x, p.k).view(b, n, hkv, d), p.k_norm, p.k_eps)
-            v = F.linear(x, p.v).view(b, n, hkv, d)                          # (B, K, Hkv, D)
+            q = rms_norm(rows_linear(x, p.q, cut).view(b, n, hq, d), p.q_norm, p.q_eps)
+            k = rms_norm(rows_linear(x, p.k, cut).view(b, n, hkv, d), p.k_norm, p.k_eps)
+            v = rows_linear(x, p.v, cut).view(b, n, hkv, d)                  # (B, K, Hkv, D)
             qk = apply_rope(torch.cat((q, k), 2), cos, sin)                # (B, K, Hq+Hkv, D)
             q = qk[:, :, :hq]
             cache.write(i, qk[:, :, hq:], v, index)
@@ -174,8 +187,9 @@ class StaticTextModel:
                               1)                                              # (B, K, Hq*D)
             else:
                 o = attention(q, cache.keys(i), cache.values(i), meta)      # (B, K, Hq*D)
-            h = h + F.linear(o, p.o)
+            h = h + rows_linear(o, p.o, cut)
             x = rms_norm(h, p.ln2, p.ln2_eps)
-            h = h + F.linear(p.act(F.linear(x, p.gate)) * F.linear(x, p.up), p.down)
+            h = h + rows_linear(p.act(rows_linear(x, p.gate, cut)) * rows_linear(x, p.up, cut),
+                                p.down, cut)
         h = rms_norm(h, self.norm.weight, self.norm.variance_epsilon)
         return F.linear(h, self.lm_head.weight, self.lm_head.bias)            # (B, K, V)

@@ -18,6 +18,8 @@ from pathlib import Path
 from PIL import Image
 from tqdm.auto import tqdm
 
+from wamdiff2_core.tasks import record_task
+
 from .scorers import SCORERS, TaskScorer
 
 Predict = Callable[[dict, "Image.Image | None"], str]
@@ -83,7 +85,8 @@ def evaluate_open_loop(records: Iterable[dict], predict: Predict,
                        image_root: str | os.PathLike, progress: bool = True) -> OpenLoopReport:
     """Score ``predict``'s raw answers on ``records`` (see the module docstring).
 
-    Records whose ``"task"`` has no scorer are counted in ``report.skipped`` and not
+    A record's task is its ``"task"``, or for the reference repository's data the task its
+    answer's format says (``tasks.record_task``). Records whose task has no scorer are counted in ``report.skipped`` and not
     predicted. Every task in ``SCORERS`` appears in the report, with ``None`` metrics if no
     record had that task.
     """
@@ -92,7 +95,7 @@ def evaluate_open_loop(records: Iterable[dict], predict: Predict,
     skipped: dict[str, int] = {}
     start = time.perf_counter()
     for record in tqdm(records, desc="open-loop eval", unit="record", disable=not progress):
-        task = record.get("task")
+        task = record_task(record)
         scorer = scorers.get(task)
         if scorer is None:
             skipped[str(task)] = skipped.get(str(task), 0) + 1

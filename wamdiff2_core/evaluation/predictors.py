@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wamdiff2_core.decoding.config import DecodeStats
-from wamdiff2_core.tasks import AnswerParseError, parse_planning_prompt, record_prompt_and_answer
+from wamdiff2_core.tasks import (AnswerParseError, parse_planning_prompt, record_prompt_and_answer,
+                                 record_task)
 from wamdiff2_core.types import Observation
 
 from .open_loop import Predict
@@ -89,9 +90,23 @@ PLANNER_CALLS: dict[str, Callable[[Any, Mapping, list], str]] = {
 }
 
 
+def _as_written(planner: Any, record: Mapping, images: list) -> str:
+    """The reference repository's inference: the record's own human turn, as written, with
+    the planner's decoding settings for the record's task (planning or not)."""
+    prompt = record_prompt_and_answer(record)[0]
+    decode = planner.planning_decode if record_task(record) == "planning" else None
+    texts, _ = planner.generate([prompt], [images], decode)
+    return texts[0]
+
+
 def planner_predictor(planner: Any) -> Predict:
-    """Raw answer text of ``planner`` for each record, malformed answers included."""
+    """Raw answer text of ``planner`` for each record, malformed answers included. Records
+    of this project's data sets (with a ``task``) go through the planner's task calls; the
+    reference repository's records (no ``task``, no ``meta``) are answered from their own
+    human turn, as the reference's inference does."""
     def predict(record: dict, image: Any) -> str:
         images = [image] if image is not None else []
+        if "task" not in record:
+            return _as_written(planner, record, images)
         return PLANNER_CALLS[record["task"]](planner, record, images)
     return predict

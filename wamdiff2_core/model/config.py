@@ -1,15 +1,19 @@
 """Qwen3-VL configuration plus the diffusion fields.
 
 The diffusion fields live in the Hugging Face ``config.json`` under the key ``wamdiff2`` so a
-checkpoint directory is still a valid Qwen3-VL checkpoint for any other tool.
+checkpoint directory is still a valid Qwen3-VL checkpoint for any other tool. transformers is
+imported only to build a config: reading recipes and fields stays torch-free (fast command-line
+errors).
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
-
-from transformers import Qwen3VLConfig
+from typing import TYPE_CHECKING
 
 from wamdiff2_core.model.presets import Preset
+
+if TYPE_CHECKING:
+    from transformers import Qwen3VLConfig
 
 PARADIGMS = ("ar", "diffusion")
 
@@ -47,6 +51,8 @@ def paradigm_block_size(paradigm: str, block_size: int) -> int:
 def build_config(preset: Preset, vocab_size: int, special_ids: dict[str, int],
                  fields: DiffusionFields) -> Qwen3VLConfig:
     """A Qwen3-VL config of ``preset``'s shape for a tokenizer of ``vocab_size`` tokens."""
+    from transformers import Qwen3VLConfig
+
     text = dict(preset.text)
     text.setdefault("vocab_size", vocab_size)
     text["vocab_size"] = max(text["vocab_size"], vocab_size)
@@ -65,13 +71,3 @@ def build_config(preset: Preset, vocab_size: int, special_ids: dict[str, int],
 
 def set_fields(cfg: Qwen3VLConfig, fields: DiffusionFields) -> None:
     cfg.wamdiff2 = asdict(fields)
-
-
-def get_fields(cfg: Qwen3VLConfig, defaults: DiffusionFields | None = None) -> DiffusionFields:
-    """The diffusion fields of a config; ``defaults`` for a plain Qwen3-VL checkpoint."""
-    raw = getattr(cfg, "wamdiff2", None)
-    if raw is None:
-        if defaults is None:
-            raise ValueError("config has no 'wamdiff2' fields and no defaults were given")
-        return defaults
-    return DiffusionFields(**raw)

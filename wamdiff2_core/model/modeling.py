@@ -4,37 +4,52 @@
 fields. It exposes the few forwards the decoders and trainers need, each taking an explicit
 4-D boolean mask and explicit (3, B, L) M-RoPE positions (required with a custom 4-D mask).
 Checkpoints are Hugging Face directories: config.json (+ ``wamdiff2`` fields), safetensors
-weights, tokenizer and processor files. Pickle weights are refused.
+weights (one file or shards), tokenizer and processor files; ours, a plain Qwen3-VL one or the
+reference repository's ``model_type: wam_diff2`` one. Loading checks the directory before a
+weight is allocated (``checkpoint.inspect_checkpoint``, ``checkpoint.check_tensors``), takes
+each diffusion field from the first source that gives it (``fields.resolve_fields``) and the
+image preprocessing from the checkpoint's files (``preprocess.read_processor_config``);
+``describe()`` says where each came from. Pickle weights are refused.
 """
 from __future__ import annotations
 
+import logging
 from pathlib import Path
+from typing import Any, Mapping
 
 import torch
-from safetensors import SafetensorError
-from transformers import Qwen3VLForConditionalGeneration
+from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
 from transformers.cache_utils import DynamicCache
 
 from wamdiff2_core.model import tokenizer as toks
-from wamdiff2_core.model.config import (DiffusionFields, build_config, get_fields,
-                                        paradigm_block_size, set_fields)
+from wamdiff2_core.model.checkpoint import (CheckpointError, CheckpointFiles, check_tensors,
+                                            inspect_checkpoint)
+from wamdiff2_core.model.config import (DiffusionFields, build_config, paradigm_block_size,
+                                        set_fields)
+from wamdiff2_core.model.fields import (FIELD_NAMES, ResolvedFields, check_overrides,
+                                        is_qwen_vocabulary, resolve_fields)
 from wamdiff2_core.model.presets import get_preset
-from wamdiff2_core.model.processor import ProcessorConfig, Wamdiff2Processor
+from wamdiff2_core.model.preprocess import (ProcessorConfig, check_vision_shape,
+                                            read_processor_config)
+from wamdiff2_core.model.processor import Wamdiff2Processor, load_tokenizer
 
-PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
-
-
-class CheckpointError(ValueError):
-    """A checkpoint directory that cannot be loaded; the message is one clear sentence."""
+__all__ = ["CheckpointError", "Wamdiff2Model", "new_cache"]
+log = logging.getLogger("wamdiff2.model")
+# The reference format's config names its sub-configs after itself; the shapes are Qwen3-VL's.
+_MODEL_TYPES = {"": "qwen3_vl", "text_config": "qwen3_vl_text",
+                "vision_config": "qwen3_vl_vision"}
 
 
 class Wamdiff2Model(torch.nn.Module):
     def __init__(self, hf: Qwen3VLForConditionalGeneration, processor: Wamdiff2Processor,
-                 fields: DiffusionFields):
+                 fields: DiffusionFields, sources: Mapping[str, str] | None = None,
+                 origin: str = ""):
         super().__init__()
         self.hf = hf
         self.processor = processor
         self.fields = fields
+        self.sources = dict(sources or {k: "given" for k in FIELD_NAMES})
+        self.origin = origin
 
     # ------------------------------------------------------------ building
     @classmethod
@@ -44,8 +59,9 @@ class Wamdiff2Model(torch.nn.Module):
         """A randomly initialised model of a named shape (``meta`` device builds no weights)."""
         preset = get_preset(name)
         tok = toks.build_tokenizer(preset.tokenizer)
-        processor = Wamdiff2Processor(tok, ProcessorConfig(max_pixels=preset.max_pixels,
-                                                           min_pixels=preset.min_pixels))
+        pcfg = ProcessorConfig(max_pixels=preset.max_pixels, min_pixels=preset.min_pixels,
+                               image_mean=preset.image_mean, image_std=preset.image_std)
+        processor = Wamdiff2Processor(tok, pcfg, config_source=f"preset {name}")
         fields = DiffusionFields(paradigm=paradigm,
                                  block_size=paradigm_block_size(paradigm, block_size),
                                  mask_token_id=processor.mask_id,
@@ -67,27 +83,44 @@ class Wamdiff2Model(torch.nn.Module):
             with torch.device(device):
                 hf = Qwen3VLForConditionalGeneration(cfg)
             hf = hf.to(dtype=dtype)
-        return cls(hf.eval(), processor, fields)
+        return cls(hf.eval(), processor, fields, {k: f"preset {name}" for k in FIELD_NAMES},
+                   f"preset {name}")
 
     @classmethod
     def from_pretrained(cls, path: str | Path, device: str | torch.device = "cpu",
                         dtype: torch.dtype | None = None,
-                        fields: DiffusionFields | None = None) -> "Wamdiff2Model":
-        """Load a checkpoint directory (ours, or any local Hugging Face Qwen3-VL one)."""
+                        fields: Mapping[str, Any] | DiffusionFields | None = None
+                        ) -> "Wamdiff2Model":
+        """Load a checkpoint directory: ours, a plain Hugging Face Qwen3-VL one, or the
+        reference repository's format.
+
+        ``fields`` overrides diffusion fields by name (``{"mask_token_id": 151671}``; a whole
+        ``DiffusionFields`` overrides every one); the others come from the checkpoint
+        (``fields.resolve_fields``). The directory is checked before a weight is
+        allocated; every problem is one CheckpointError sentence."""
         path = Path(path)
-        check_checkpoint_dir(path)
+        files = inspect_checkpoint(path)
+        overrides = _as_overrides(fields)
+        tok = load_tokenizer(path)
+        resolved = resolve_fields(files.config, tok, overrides, where=str(path))
+        processor = _processor(files, tok, resolved)
+        cfg = _hf_config(files)
+        _check_ids(cfg, processor, path)
+        check_tensors(files, *expected_tensors(cfg))
         try:
-            processor = Wamdiff2Processor.from_pretrained(path)
-            hf = Qwen3VLForConditionalGeneration.from_pretrained(
-                str(path), attn_implementation="sdpa", dtype=dtype or torch.float32,
-                use_safetensors=True)
-        except (OSError, ValueError, KeyError, RuntimeError, SafetensorError) as exc:
+            hf, info = Qwen3VLForConditionalGeneration.from_pretrained(
+                str(path), config=cfg, attn_implementation="sdpa",
+                dtype=dtype or torch.float32, use_safetensors=True, output_loading_info=True)
+        except (OSError, ValueError, KeyError, RuntimeError) as exc:
             raise CheckpointError(f"cannot load checkpoint {path}: {exc}") from exc
-        default = DiffusionFields(paradigm="diffusion", block_size=32,
-                                  mask_token_id=processor.mask_id,
-                                  eoa_token_id=processor.eoa_id, pad_token_id=processor.pad_id)
-        fields = fields or get_fields(hf.config, default)
-        return cls(hf.to(device).eval(), processor, fields)
+        bad = {k: v for k, v in info.items() if v and k != "error_msgs"}
+        if bad or info.get("error_msgs"):
+            raise CheckpointError(f"cannot load checkpoint {path}: transformers reported "
+                                  f"{bad or info['error_msgs']}")
+        model = cls(hf.to(device).eval(), processor, resolved.fields, resolved.sources,
+                    str(path))
+        log.info(model.describe())
+        return model
 
     def save_pretrained(self, path: str | Path) -> None:
         """Write config, safetensors weights, tokenizer and processor to ``path``."""
@@ -97,9 +130,26 @@ class Wamdiff2Model(torch.nn.Module):
         self.hf.save_pretrained(str(path), safe_serialization=True)
         self.processor.save_pretrained(path)
 
-    def with_fields(self, **kw) -> "Wamdiff2Model":
-        """The same weights with changed diffusion fields (e.g. the next block size)."""
-        return type(self)(self.hf, self.processor, self.fields.with_(**kw))
+    def with_fields(self, source: str = "with_fields", **kw) -> "Wamdiff2Model":
+        """The same weights with changed diffusion fields (e.g. the next block size);
+        ``source`` names who changed them (``describe()``)."""
+        fields = self.fields.with_(**kw)
+        processor = self.processor.with_ids(fields.eoa_token_id, fields.pad_token_id,
+                                            fields.mask_token_id)
+        sources = {**self.sources, **{k: source for k in kw if k in FIELD_NAMES}}
+        return type(self)(self.hf, processor, fields, sources, self.origin)
+
+    def describe(self) -> str:
+        """Where this model came from and where each diffusion field and the image
+        preprocessing were taken from (what was read, what was assumed)."""
+        f = self.fields
+        field_text = ", ".join(f"{k}={getattr(f, k)} ({self.sources.get(k, '?')})"
+                               for k in FIELD_NAMES)
+        p = self.processor
+        prompt = "its chat template" if p.use_chat_template else "the built-in Qwen chat format"
+        return (f"{self.origin or 'model'}: {self.num_parameters() / 1e6:.1f}M parameters; "
+                f"fields: {field_text}; images: {p.config.describe()} ({p.config_source}); "
+                f"prompts: {prompt}")
 
     # ------------------------------------------------------------ forwards
     @property
@@ -135,20 +185,62 @@ def new_cache(model: Wamdiff2Model) -> DynamicCache:
     return DynamicCache(config=model.hf.config.get_text_config())
 
 
-def check_checkpoint_dir(path: Path) -> None:
-    """Raise CheckpointError with one clear sentence unless ``path`` holds a loadable
-    safetensors checkpoint."""
-    if not path.exists():
-        raise CheckpointError(f"checkpoint directory {path} does not exist")
-    if not path.is_dir():
-        raise CheckpointError(f"checkpoint {path} is not a directory")
-    if not (path / "config.json").exists():
-        raise CheckpointError(f"{path} is not a checkpoint: config.json is missing")
-    files = [p.name for p in path.iterdir()]
-    if not any(f.endswith(".safetensors") for f in files):
-        pickles = [f for f in files if f.endswith(PICKLE_SUFFIXES)]
-        if pickles:
-            raise CheckpointError(
-                f"{path} holds only pickle weights ({', '.join(sorted(pickles))}); wamdiff2 "
-                f"loads safetensors only (pickle files can run code): convert them first")
-        raise CheckpointError(f"{path} has no *.safetensors weights")
+def _as_overrides(fields) -> dict[str, Any]:
+    if isinstance(fields, DiffusionFields):
+        return {k: getattr(fields, k) for k in FIELD_NAMES}
+    return check_overrides(fields)
+
+
+def _processor(files: CheckpointFiles, tok, resolved: ResolvedFields) -> Wamdiff2Processor:
+    """The checkpoint's processor: its image preprocessing files, its tokenizer with the
+    resolved special ids, its chat template when the vocabulary is Qwen's."""
+    pcfg, source = read_processor_config(files.path)
+    check_vision_shape(pcfg, files.config["vision_config"], str(files.path))
+    if files.config.get("wamdiff2") is not None and not source.startswith("wamdiff2"):
+        log.warning("%s has a wamdiff2 section but no wamdiff2_processor.json: its images are "
+                    "preprocessed as %s says", files.path, source)
+    f = resolved.fields
+    qwen = is_qwen_vocabulary(tok, int(files.config["text_config"]["vocab_size"]))
+    return Wamdiff2Processor(tok, pcfg, eoa_id=f.eoa_token_id, pad_id=f.pad_token_id,
+                             mask_id=f.mask_token_id, use_chat_template=qwen,
+                             config_source=source)
+
+
+def _hf_config(files: CheckpointFiles) -> Qwen3VLConfig:
+    """transformers' Qwen3-VL config of a checkpoint's config.json (the reference format's
+    ``wam_diff2`` model types read as the Qwen3-VL ones they are)."""
+    raw = dict(files.config)
+    for key in ("architectures", "auto_map", "transformers_version"):
+        raw.pop(key, None)
+    raw["model_type"] = _MODEL_TYPES[""]
+    for sub in ("text_config", "vision_config"):
+        raw[sub] = dict(raw[sub], model_type=_MODEL_TYPES[sub])
+    try:
+        cfg = Qwen3VLConfig.from_dict(raw)
+    except (TypeError, ValueError, KeyError) as exc:
+        raise CheckpointError(f"{files.path}/config.json is not a valid Qwen3-VL config: "
+                              f"{exc}") from None
+    cfg._attn_implementation = "sdpa"
+    return cfg
+
+
+def _check_ids(cfg: Qwen3VLConfig, processor: Wamdiff2Processor, path: Path) -> None:
+    """The config's image/vision token ids are the tokenizer's."""
+    pairs = (("image_token_id", processor.image_pad_id, toks.IMAGE_PAD),
+             ("vision_start_token_id", processor.vision_start_id, toks.VISION_START),
+             ("vision_end_token_id", processor.vision_end_id, toks.VISION_END))
+    for key, tok_id, token in pairs:
+        if getattr(cfg, key) != tok_id:
+            raise CheckpointError(f"{path}: config.json's {key} {getattr(cfg, key)} is not "
+                                  f"the tokenizer's {token} id {tok_id}")
+
+
+def expected_tensors(cfg: Qwen3VLConfig) -> tuple[dict[str, tuple[int, ...]], set[str]]:
+    """Name -> shape of every tensor a checkpoint of ``cfg`` holds, and the names that may be
+    absent (weights tied to another), from a model built on the meta device (no memory)."""
+    with torch.device("meta"):
+        model = Qwen3VLForConditionalGeneration(cfg)
+    unique = {n for n, _ in model.named_parameters()}
+    every = {n for n, _ in model.named_parameters(remove_duplicate=False)}
+    shapes = {n: tuple(t.shape) for n, t in model.state_dict().items()}
+    return shapes, (every - unique) & set(shapes)

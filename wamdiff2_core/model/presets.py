@@ -9,6 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# transformers.image_utils.OPENAI_CLIP_MEAN / _STD (presets import no transformers)
+CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
+CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
+HALF = (0.5, 0.5, 0.5)
+
 
 @dataclass(frozen=True)
 class Preset:
@@ -19,6 +24,10 @@ class Preset:
     vision: dict
     max_pixels: int          # image processor budget (pixels after resizing)
     min_pixels: int = 32 * 32
+    # Image normalisation: transformers' Qwen2-VL defaults (the CLIP values) for the project's
+    # own shapes, which the bundled model was trained with; Qwen3-VL's 0.5 for its shapes.
+    image_mean: tuple[float, float, float] = CLIP_MEAN
+    image_std: tuple[float, float, float] = CLIP_STD
     tie_word_embeddings: bool = False
     notes: str = ""
     extra: dict = field(default_factory=dict)
@@ -61,7 +70,8 @@ PRESETS: dict[str, Preset] = {
         vision=dict(depth=24, hidden_size=1024, num_heads=16, intermediate_size=4096,
                     out_hidden_size=2048, deepstack_visual_indexes=[5, 11, 17],
                     num_position_embeddings=2304),
-        max_pixels=1280 * 720, tie_word_embeddings=True, notes="Qwen3-VL-2B shape"),
+        max_pixels=1280 * 720, image_mean=HALF, image_std=HALF, tie_word_embeddings=True,
+        notes="Qwen3-VL-2B shape"),
     "qwen3-vl-8b": Preset(
         name="qwen3-vl-8b", tokenizer="qwen",
         text=dict(hidden_size=4096, num_hidden_layers=36, num_attention_heads=32,
@@ -72,7 +82,8 @@ PRESETS: dict[str, Preset] = {
         vision=dict(depth=27, hidden_size=1152, num_heads=16, intermediate_size=4304,
                     out_hidden_size=4096, deepstack_visual_indexes=[8, 16, 24],
                     num_position_embeddings=2304),
-        max_pixels=1280 * 720, tie_word_embeddings=False, notes="Qwen3-VL-8B shape"),
+        max_pixels=1280 * 720, image_mean=HALF, image_std=HALF, tie_word_embeddings=False,
+        notes="Qwen3-VL-8B shape"),
 }
 
 

@@ -2,38 +2,36 @@
 
 Turns (prompt text with ``<image>`` placeholders, images) into Qwen3-VL model inputs: the
 chat-formatted token ids with one ``<|image_pad|>`` per merged vision patch, the pixel patches
-and grids from the PIL image processor, and the token-type ids M-RoPE needs. The chat format
-follows Qwen3-VL's template as the reference repository's data code renders it: text pieces
-around each image are stripped, the assistant turn opens with ``<|im_start|>assistant\\n``
-and the answer ends with ``<|im_end|>``.
+and grids from transformers' PIL image processor (settings: ``preprocess.ProcessorConfig``,
+read from the checkpoint), and the token-type ids M-RoPE needs.
+
+The chat format is the one the reference repository's inference builds for a record: text
+pieces around each image are stripped (empty ones dropped), images become
+``<|vision_start|><|image_pad|>...<|vision_end|>``, the user turn ends with ``<|im_end|>\\n``
+and the assistant turn opens with ``<|im_start|>assistant\\n``. A checkpoint that ships a
+chat template (a real Qwen3-VL one) is rendered with its own template, as the reference's
+``processor.apply_chat_template`` does; the bundled and preset tokenizers have none and use
+the same format written out. The answer ends with the end-of-answer id.
 """
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 from PIL import Image
 from transformers import PreTrainedTokenizerFast
-from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
-    Qwen2VLImageProcessorPil,
-)
 
 from wamdiff2_core.model import tokenizer as toks
+from wamdiff2_core.model.checkpoint import CheckpointError
+from wamdiff2_core.model.preprocess import (HF_PREPROCESSOR_FILE, PROCESSOR_FILE,
+                                            ProcessorConfig)
 
 IMAGE_PLACEHOLDER = "<image>"
-PROCESSOR_FILE = "wamdiff2_processor.json"
-
-
-@dataclass(frozen=True)
-class ProcessorConfig:
-    max_pixels: int
-    min_pixels: int = 32 * 32
-    patch_size: int = 16
-    merge_size: int = 2
-    temporal_patch_size: int = 2
+CHAT_TEMPLATE_FILES = ("chat_template.json", "chat_template.jinja")
+REQUIRED_TOKENS = (toks.IM_START, toks.IM_END, toks.VISION_START, toks.VISION_END,
+                   toks.IMAGE_PAD)
 
 
 def to_pil(image) -> Image.Image:
@@ -46,39 +44,86 @@ def to_pil(image) -> Image.Image:
     return Image.fromarray(arr, "RGB")
 
 
-class Wamdiff2Processor:
-    """Tokenizer + image processor + chat format for one checkpoint."""
+def token_id(tokenizer, token: str) -> int | None:
+    """The id of a token the tokenizer knows as a whole token, else None."""
+    i = tokenizer.convert_tokens_to_ids(token)
+    return i if isinstance(i, int) and i != tokenizer.unk_token_id else None
 
-    def __init__(self, tokenizer: PreTrainedTokenizerFast, config: ProcessorConfig):
+
+def messages(prompt: str, n_images: int) -> list[dict]:
+    """The reference inference's messages for a human turn: with images, the text pieces
+    around each ``<image>`` stripped, empty ones dropped, one image entry per placeholder;
+    without images, the text as it is."""
+    parts = prompt.split(IMAGE_PLACEHOLDER)
+    if len(parts) - 1 != n_images:
+        raise ValueError(f"prompt has {len(parts) - 1} {IMAGE_PLACEHOLDER} placeholders "
+                         f"but {n_images} images were given")
+    if n_images == 0:
+        return [{"role": "user", "content": [{"type": "text", "text": prompt}]}]
+    content = []
+    for i, part in enumerate(parts):
+        if part.strip():
+            content.append({"type": "text", "text": part.strip()})
+        if i < n_images:
+            content.append({"type": "image"})
+    return [{"role": "user", "content": content}]
+
+
+class Wamdiff2Processor:
+    """Tokenizer + image processor + chat format for one checkpoint.
+
+    ``eoa_id``, ``pad_id`` and ``mask_id`` are the model's diffusion fields (the tokenizer of a
+    real Qwen3-VL checkpoint has no mask token); they default to the tokenizer's own
+    ``<|im_end|>``, ``<|endoftext|>`` and ``<|mask|>``."""
+
+    def __init__(self, tokenizer: PreTrainedTokenizerFast, config: ProcessorConfig,
+                 eoa_id: int | None = None, pad_id: int | None = None,
+                 mask_id: int | None = None, use_chat_template: bool = False,
+                 config_source: str = "given"):
+        missing = [t for t in REQUIRED_TOKENS if token_id(tokenizer, t) is None]
+        if missing:
+            raise CheckpointError(f"the tokenizer has no {', '.join(missing)} token(s), which "
+                                  f"the Qwen3-VL chat and image format needs")
         self.tokenizer = tokenizer
         self.config = config
-        self.image_processor = Qwen2VLImageProcessorPil(
-            patch_size=config.patch_size, merge_size=config.merge_size,
-            temporal_patch_size=config.temporal_patch_size,
-            size={"shortest_edge": config.min_pixels, "longest_edge": config.max_pixels})
-        ids = tokenizer.convert_tokens_to_ids
-        self.mask_id = ids(toks.MASK)
-        self.eoa_id = ids(toks.IM_END)
-        self.pad_id = ids(toks.ENDOFTEXT)
+        self.config_source = config_source
+        self.image_processor = config.image_processor()
+        ids = lambda t: token_id(tokenizer, t)                           # noqa: E731
+        self.eoa_id = eoa_id if eoa_id is not None else ids(toks.IM_END)
+        self.pad_id = pad_id if pad_id is not None else ids(toks.ENDOFTEXT)
+        self.mask_id = mask_id if mask_id is not None else ids(toks.MASK)
         self.image_pad_id = ids(toks.IMAGE_PAD)
         self.vision_start_id = ids(toks.VISION_START)
         self.vision_end_id = ids(toks.VISION_END)
-        self._assistant_ids = tokenizer.encode(f"{toks.IM_START}assistant\n",
-                                               add_special_tokens=False)
+        self.use_chat_template = bool(use_chat_template and tokenizer.chat_template)
+
+    def with_ids(self, eoa_id: int, pad_id: int, mask_id: int) -> "Wamdiff2Processor":
+        """The same tokenizer and images with other special ids."""
+        if (eoa_id, pad_id, mask_id) == (self.eoa_id, self.pad_id, self.mask_id):
+            return self
+        return type(self)(self.tokenizer, self.config, eoa_id, pad_id, mask_id,
+                          self.use_chat_template, self.config_source)
 
     # ------------------------------------------------------------------ text
     def chat_text(self, prompt: str, n_image_tokens: list[int]) -> str:
         """The user turn and the opened assistant turn, with image pads expanded."""
-        parts = prompt.split(IMAGE_PLACEHOLDER)
-        if len(parts) - 1 != len(n_image_tokens):
-            raise ValueError(f"prompt has {len(parts) - 1} {IMAGE_PLACEHOLDER} placeholders "
-                             f"but {len(n_image_tokens)} images were given")
-        body = ""
-        for i, part in enumerate(parts):
-            body += part.strip()
-            if i < len(n_image_tokens):
-                body += toks.VISION_START + toks.IMAGE_PAD * n_image_tokens[i] + toks.VISION_END
-        return f"{toks.IM_START}user\n{body}{toks.IM_END}\n{toks.IM_START}assistant\n"
+        msgs = messages(prompt, len(n_image_tokens))
+        if self.use_chat_template:
+            text = self.tokenizer.apply_chat_template(msgs, tokenize=False,
+                                                      add_generation_prompt=True)
+        else:
+            body = "".join(c["text"] if c["type"] == "text"
+                           else toks.VISION_START + toks.IMAGE_PAD + toks.VISION_END
+                           for c in msgs[0]["content"])
+            text = f"{toks.IM_START}user\n{body}{toks.IM_END}\n{toks.IM_START}assistant\n"
+        pieces = text.split(toks.IMAGE_PAD)
+        if len(pieces) - 1 != len(n_image_tokens):
+            raise ValueError(f"the chat template wrote {len(pieces) - 1} image pads for "
+                             f"{len(n_image_tokens)} images")
+        out = pieces[0]
+        for n, piece in zip(n_image_tokens, pieces[1:]):
+            out += toks.IMAGE_PAD * n + piece
+        return out
 
     def encode_answer(self, answer: str, block_size: int, min_blocks: int = 1) -> list[int]:
         """Answer ids + end-of-answer, padded with end-of-answer to whole blocks."""
@@ -132,24 +177,32 @@ class Wamdiff2Processor:
 
     # ------------------------------------------------------------ save / load
     def save_pretrained(self, path: str | Path) -> None:
+        """Tokenizer (with its chat template), ``wamdiff2_processor.json`` (every
+        preprocessing setting explicit) and the same settings as a Hugging Face
+        ``preprocessor_config.json``."""
         path = Path(path)
         self.tokenizer.save_pretrained(str(path))
-        (path / PROCESSOR_FILE).write_text(json.dumps(asdict(self.config), indent=2))
+        (path / PROCESSOR_FILE).write_text(self.config.to_json())
+        self.image_processor.save_pretrained(str(path))
+        assert (path / HF_PREPROCESSOR_FILE).exists()
 
-    @classmethod
-    def from_pretrained(cls, path: str | Path) -> "Wamdiff2Processor":
-        path = Path(path)
+
+def load_tokenizer(path: Path) -> PreTrainedTokenizerFast:
+    """The checkpoint's tokenizer (tokenizer.json), with the processor-level chat template
+    (chat_template.json / .jinja) when the tokenizer files carry none."""
+    if not (path / "tokenizer.json").exists():
+        raise CheckpointError(f"{path} has no tokenizer.json (wamdiff2 loads fast tokenizers "
+                              f"only)")
+    try:
         tok = PreTrainedTokenizerFast.from_pretrained(str(path))
-        cfg_file = path / PROCESSOR_FILE
-        if cfg_file.exists():
-            cfg = ProcessorConfig(**json.loads(cfg_file.read_text()))
-        else:  # a plain Qwen3-VL checkpoint: its preprocessor budget
-            pre = path / "preprocessor_config.json"
-            d = json.loads(pre.read_text()) if pre.exists() else {}
-            size = d.get("size", {})
-            cfg = ProcessorConfig(max_pixels=size.get("longest_edge", 1280 * 720),
-                                  min_pixels=size.get("shortest_edge", 32 * 32),
-                                  patch_size=d.get("patch_size", 16),
-                                  merge_size=d.get("merge_size", 2),
-                                  temporal_patch_size=d.get("temporal_patch_size", 2))
-        return cls(tok, cfg)
+    except (OSError, ValueError, TypeError) as exc:
+        raise CheckpointError(f"cannot load the tokenizer of {path}: {exc}") from None
+    if not tok.chat_template:
+        for name in CHAT_TEMPLATE_FILES:
+            file = path / name
+            if file.exists():
+                text = file.read_text()
+                tok.chat_template = (json.loads(text)["chat_template"]
+                                     if name.endswith(".json") else text)
+                break
+    return tok

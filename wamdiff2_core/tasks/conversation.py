@@ -141,17 +141,70 @@ def records_path(data: str | os.PathLike) -> Path:
 
 def read_records(path: str | os.PathLike) -> list:
     """The records of a JSON list or JSONL file (``.jsonl``, or any file whose text does not
-    start with ``[``). ValueError naming the file and the line when it is not valid JSON or
-    not a list."""
+    start with ``[``). ValueError naming the file (and for JSONL the line) when it is not
+    valid JSON, not a list, or empty."""
     path = Path(path)
-    text = path.read_text()
     try:
-        if path.suffix != ".jsonl" and text.lstrip().startswith("["):
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read records file {path}: {exc}") from None
+    if path.suffix != ".jsonl" and text.lstrip().startswith("["):
+        try:
             records = json.loads(text)
-        else:
-            records = [json.loads(line) for line in text.splitlines() if line.strip()]
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path} is not valid JSON: {exc}") from None
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path} is not valid JSON: {exc}") from None
+    else:
+        _refuse_one_document(path, text)
+        records = []
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path} line {number} is not a JSON record ({exc.msg}); a "
+                                 f"records file is a JSON list or one JSON object per "
+                                 f"line") from None
     if not isinstance(records, list):
         raise ValueError(f"{path} must hold a list of records")
+    if not records:
+        raise ValueError(f"{path} holds no records")
     return records
+
+
+def _refuse_one_document(path: Path, text: str) -> None:
+    """A file that is one JSON document but neither a list nor one record (e.g. an object
+    holding the list) is refused as such, not read as a malformed JSONL record."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError:
+        return                                  # JSONL (or broken): read line by line
+    if not (isinstance(doc, dict) and "conversations" in doc):
+        what = (f"a JSON object with keys {sorted(doc)[:5]}" if isinstance(doc, dict)
+                else f"a JSON {type(doc).__name__}")
+        raise ValueError(f"{path} must hold a JSON list of records or one record per line, "
+                         f"got {what}")
+
+
+def record_task(record: Mapping) -> str | None:
+    """The task of a record: its ``"task"``, or for the reference repository's data (which
+    names none) the task its answer's format says: eight waypoints -> ``planning``, a box
+    list -> ``detection``, any other answer -> ``qa``; None without a task or an answer.
+    ValueError (from ``record_prompt_and_answer``) for a malformed record."""
+    if isinstance(record, Mapping) and isinstance(record.get("task"), str):
+        return record["task"]
+    from .detection import parse_detections
+    from .errors import AnswerParseError
+    from .planning import parse_waypoints
+
+    answer = record_prompt_and_answer(record)[1]
+    if answer is None:
+        return None
+    for task, parse in (("planning", parse_waypoints),
+                        ("detection", lambda text: parse_detections(text, 1000, 1000))):
+        try:
+            parse(answer)
+            return task
+        except AnswerParseError:
+            pass
+    return "qa"

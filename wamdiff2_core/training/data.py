@@ -1,7 +1,7 @@
 """Conversation data for training: records, deterministic order, sharded batches.
 
-Records are the reference conversation format (``DIR/train.json``, a JSON list or JSONL, image
-paths relative to DIR or absolute). The global batch of optimizer step s is a pure function of
+Records are the reference conversation format (``DIR/train.json`` or any records file, a JSON
+list or JSONL, image paths relative to the file's folder or absolute). The global batch of optimizer step s is a pure function of
 (seed, s), known without state: a resumed run, and runs with any number of processes, see the
 same global batches. Each process takes its own slice of every
 global batch (rank-major inside each accumulation micro-step).
@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from wamdiff2_core.tasks import read_records, record_prompt_and_answer
+from wamdiff2_core.tasks import read_records, record_prompt_and_answer, record_task
 from wamdiff2_core.training.config import RecipeError
 
 
@@ -30,11 +30,19 @@ class Sample:
 
 def load_samples(root: str | Path, split: str = "train.json", tasks: tuple[str, ...] = (),
                  limit: int = 0) -> list[Sample]:
-    """The answered records of ``root/split`` as samples (records without an answer are
-    skipped; a malformed record or a missing image is a RecipeError)."""
+    """The answered records of ``root/split`` (or of ``root`` itself when it is a records
+    file) as samples; image paths are relative to the records file's folder. Records without
+    an answer are skipped; a record without a ``task`` (the reference repository's data) has
+    the task its answer's format says (``tasks.record_task``). A malformed record or a missing
+    image is a RecipeError naming the record."""
     root = Path(root)
+    file = root if root.is_file() else root / split
+    folder = file.parent
+    if not file.is_file():
+        raise RecipeError(f"no records file at {file} (data.path is a data set directory "
+                          f"holding data.split, or a records file)")
     try:
-        records = read_records(root / split)
+        records = read_records(file)
     except ValueError as exc:
         raise RecipeError(str(exc)) from None
     out = []
@@ -42,21 +50,22 @@ def load_samples(root: str | Path, split: str = "train.json", tasks: tuple[str, 
         try:
             prompt, answer = record_prompt_and_answer(rec)
         except ValueError as exc:
-            raise RecipeError(f"record {i} of {root / split} is malformed: {exc}") from None
-        task = rec.get("task", "")
+            raise RecipeError(f"record {i} of {file} is malformed: {exc}") from None
+        task = record_task(rec) or ""
         if answer is None or (tasks and task not in tasks):
             continue
         images = rec.get("image", [])
         images = [images] if isinstance(images, str) else images
-        paths = tuple(str(p if Path(p).is_absolute() else root / p) for p in images)
+        paths = tuple(str(p if Path(p).is_absolute() else folder / p) for p in images)
         for p in paths:
             if not Path(p).is_file():
-                raise RecipeError(f"record {rec.get('id', i)} names a missing image {p}")
+                raise RecipeError(f"record {rec.get('id', i)} of {file} names a missing image "
+                                  f"{p}")
         out.append(Sample(str(rec.get("id", i)), task, prompt, answer, paths))
         if limit and len(out) >= limit:
             break
     if not out:
-        raise RecipeError(f"{root / split} holds no answered records"
+        raise RecipeError(f"{file} holds no answered records"
                           + (f" of tasks {list(tasks)}" if tasks else ""))
     return out
 

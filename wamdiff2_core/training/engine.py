@@ -43,7 +43,7 @@ def build_student(recipe: Recipe, device: torch.device) -> Wamdiff2Model:
         return Wamdiff2Model.from_preset(m.init, paradigm=m.paradigm, block_size=bsz,
                                          seed=m.seed, device=device)
     model = Wamdiff2Model.from_pretrained(m.init, device=device)
-    return model.with_fields(paradigm=m.paradigm, block_size=bsz)
+    return model.with_fields(source="recipe", paradigm=m.paradigm, block_size=bsz)
 
 
 def load_teacher(recipe: Recipe, device: torch.device) -> Wamdiff2Model | None:

@@ -55,11 +55,11 @@ def validate(recipe: Recipe, world_size: int = 1) -> None:
                           f" model but model.paradigm is '{r.model.paradigm}'")
     # --- data
     if not r.data.path:
-        raise RecipeError("data.path is not set (pass data.path=DIR)")
+        raise RecipeError("data.path is not set (pass data.path=DIR or a records file)")
     data = Path(r.data.path)
-    if not data.is_dir():
+    if not data.exists():
         raise RecipeError(f"data.path '{data}' does not exist")
-    if not (data / r.data.split).is_file():
+    if data.is_dir() and not (data / r.data.split).is_file():
         raise RecipeError(f"data set '{data}' has no {r.data.split}")
     _check_init(r.model.init, "model.init")
     # --- layout

@@ -117,6 +117,26 @@ def _decode_specs(prefix: str, table: dict, rules: tuple[str, ...]) -> list[Para
     return specs
 
 
+# Diffusion fields for a checkpoint that does not state them (`model.*`; -1 / "": the
+# checkpoint's own, else the Qwen3-VL conventions for a Qwen vocabulary, docs/model.md);
+# `decode.block_size` supplies the block size. Field -> ROS default meaning "unset".
+_MODEL_FIELDS = (
+    ParamSpec("model.paradigm", "", "How the checkpoint decodes when it does not say: ar or "
+                                    "diffusion; empty: the checkpoint's own", "load",
+              choices=("", "ar", "diffusion")),
+    ParamSpec("model.mask_token_id", -1, "Diffusion mask token id for a checkpoint that does "
+                                         "not state it; -1: the checkpoint's own", "load",
+              int_range=(-1, _INT32_MAX)),
+    ParamSpec("model.eoa_token_id", -1, "End-of-answer token id for a checkpoint that does "
+                                        "not state it; -1: the checkpoint's own", "load",
+              int_range=(-1, _INT32_MAX)),
+    ParamSpec("model.pad_token_id", -1, "Prompt padding token id for a checkpoint that does "
+                                        "not state it; -1: the checkpoint's own", "load",
+              int_range=(-1, _INT32_MAX)),
+)
+_UNSET = {"model.paradigm": "", "model.mask_token_id": -1, "model.eoa_token_id": -1,
+          "model.pad_token_id": -1}
+
 PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("autostart", True, "Configure (load + warm up) and activate at start-up; "
                                  "false: wait for lifecycle transitions", "load"),
@@ -125,6 +145,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("device", "cpu", "torch device: cpu, cuda, cuda:N or mps", "load"),
     ParamSpec("dtype", "", "Weights dtype; empty: the checkpoint's own", "load",
               choices=DTYPES),
+    *_MODEL_FIELDS,
     *_decode_specs("decode", _DECODE, COMMIT_RULES),
     *_decode_specs("planning_decode", _PLAN_DECODE, ("",) + COMMIT_RULES),
     ParamSpec("backend", DEFAULT_BACKEND, "Decoder backend (wamdiff2_core.decoding.backends): "
@@ -170,6 +191,7 @@ class NodeConfig:
     checkpoint: str | None          # None: the bundled model
     device: str
     dtype: str | None
+    fields: dict[str, Any]          # diffusion fields given by `model.*` / decode.block_size
     decode: DecodeConfig
     plan_decode: DecodeConfig | None  # planning answers' settings; None: `decode`
     backend: str
@@ -217,6 +239,16 @@ def plan_decode_config(values: Mapping[str, Any], decode: DecodeConfig
         raise ValueError(f"planning_decode.{exc}") from None
 
 
+def model_fields(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The diffusion fields the `model.*` parameters (and a non-zero `decode.block_size`) give
+    the planner's loading (``Planner.from_pretrained(fields=...)``)."""
+    out = {name.split(".", 1)[1]: values[name] for name, unset in _UNSET.items()
+           if values[name] != unset}
+    if values["decode.block_size"]:
+        out["block_size"] = values["decode.block_size"]
+    return out
+
+
 def decode_values(decode: DecodeConfig) -> dict[str, Any]:
     """The `decode.*` parameter values that describe `decode` (the inverse of decode_config;
     `constrained=True`, which no parameter gives, reads as true)."""
@@ -254,6 +286,7 @@ def node_config(values: Mapping[str, Any]) -> NodeConfig:
         checkpoint=values["checkpoint"] or None,
         device=device,
         dtype=values["dtype"] or None,
+        fields=model_fields(values),
         decode=decode,
         plan_decode=plan_decode_config(values, decode),
         backend=values["backend"],

@@ -141,13 +141,16 @@ class PlannerNode(LifecycleNode):
                                f"{cfg.device} ({cfg.decode}{plan})")
         try:
             # torch loads here, not at import: bad parameters and Ctrl-C during start-up are
-            # handled by main() before the slow import.
+            # handled by main() before the slow import; so is a bad checkpoint directory.
+            from wamdiff2_core.model.checkpoint import check_source
+            check_source(cfg.checkpoint)
             from wamdiff2_core.planner import Planner
 
             planner = Planner.from_pretrained(cfg.checkpoint, decode=cfg.decode,
                                               device=cfg.device, dtype=cfg.dtype,
                                               backend=cfg.backend,
-                                              plan_decode=cfg.plan_decode)
+                                              plan_decode=cfg.plan_decode, fields=cfg.fields)
+            self.get_logger().info(planner.model.describe())
             stats = planner.warmup()
         except Exception as exc:  # noqa: BLE001 - a failed configure leaves us unconfigured
             self._set_state("unconfigured")

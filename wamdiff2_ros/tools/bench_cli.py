@@ -6,7 +6,7 @@ import argparse
 import json
 
 from wamdiff2_core.apps.common import (CliError, add_decode_options, add_model_arguments,
-                                       decode_config, subgroup)
+                                       decode_config, field_overrides, subgroup)
 from wamdiff2_core.sim.camera import parse_resolution
 from wamdiff2_core.types import bundled_checkpoint_path
 
@@ -55,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
     cfg = BenchConfig(checkpoint=checkpoint, decode=decode, backend=args.backend,
                       device=args.device, dtype=args.dtype, frames=args.frames, width=width,
                       height=height, domain_id=args.domain_id,
-                      params_file=Path(args.params_file) if args.params_file else None)
+                      params_file=Path(args.params_file) if args.params_file else None,
+                      fields=field_overrides(args))
     try:
         result = run_bench(cfg)
     except (RuntimeError, TimeoutError) as exc:

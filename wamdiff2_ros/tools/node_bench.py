@@ -44,6 +44,7 @@ class BenchConfig:
     domain_id: int = 0               # 0: derived from the process id
     params_file: Path | None = None  # None: the package's config/wamdiff2.yaml
     timeout_s: float = 300.0
+    fields: dict = field(default_factory=dict)   # diffusion fields given by the user
 
 
 @dataclass
@@ -117,7 +118,7 @@ class _BarePlanner:
         self._observation, self._parse_error = Observation, AnswerParseError
         self.planner = Planner.from_pretrained(cfg.checkpoint, decode=cfg.decode,
                                                device=cfg.device, dtype=cfg.dtype,
-                                               backend=cfg.backend)
+                                               backend=cfg.backend, fields=cfg.fields)
         self.planner.warmup()
 
     def time_plan(self, rgb: np.ndarray) -> tuple[float, bool]:
@@ -149,7 +150,8 @@ def _node_command(cfg: BenchConfig) -> list[str]:
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "wamdiff2_ros.node.planner_node"]
     overrides = {"checkpoint": cfg.checkpoint or "", "device": cfg.device,
                  "dtype": cfg.dtype or "", "backend": cfg.backend, "tasks": "[planning]",
-                 **params.decode_values(cfg.decode)}
+                 **params.decode_values(cfg.decode),
+                 **{f"model.{k}": v for k, v in cfg.fields.items() if k != "block_size"}}
     cmd += ["--ros-args", "--params-file", str(cfg.params_file or default_params_file())]
     for name, value in overrides.items():
         cmd += ["-p", f"{name}:={value if value != '' else repr('')}"]

@@ -5,8 +5,9 @@ import argparse
 import json
 from pathlib import Path
 
-from wamdiff2_core.apps.common import (CliError, add_decode_options, apply_threads, decode_config,
-                                       subgroup)
+from wamdiff2_core.apps.common import (CliError, add_decode_options, add_field_options,
+                                       apply_threads, check_model_source, decode_config,
+                                       field_overrides, subgroup)
 from wamdiff2_core.sim.camera import parse_resolution
 from wamdiff2_core.types import bundled_checkpoint_path
 
@@ -45,6 +46,7 @@ def register(subparsers) -> None:
     add_decode_options(p, ("block_size", "steps_per_block", "threshold", "commit_rule",
                            "max_new_tokens", "constrained"), flags={"steps_per_block": "--steps"},
                        defaults={"constrained": "both, side by side"})
+    add_field_options(p)
     p.add_argument("--mode", default="auto",
                    choices=["auto", "eager", "compile", "graphs", "compile-graphs"],
                    help="fast decoders' execution (auto: CUDA graphs on a GPU, eager on CPU)")
@@ -84,13 +86,17 @@ def _load(args):
         raise CliError("this checkout has no bundled model; pass --checkpoint DIR or "
                        "--preset NAME")
     trained = args.preset is None
+    check_model_source(source)
+    check_model_source(args.ar_checkpoint)
     try:
-        model = load_model(source, args.device, args.dtype)
+        model = load_model(source, args.device, args.dtype, fields=field_overrides(args))
         ar_dir = args.ar_checkpoint
         if ar_dir is None and trained and (Path(source) / AR_TEACHER_SUBDIR /
                                            "config.json").exists():
             ar_dir = Path(source) / AR_TEACHER_SUBDIR
-        ar = load_model(ar_dir, args.device, args.dtype) if ar_dir else None
+        ids = {k: v for k, v in field_overrides(args, block_size=False).items()
+               if k != "paradigm"}          # the AR teacher shares the vocabulary, not the rest
+        ar = load_model(ar_dir, args.device, args.dtype, fields=ids) if ar_dir else None
     except (CheckpointError, ValueError) as exc:
         raise CliError(str(exc)) from None
     if model.fields.paradigm != "diffusion":

@@ -1,0 +1,146 @@
+"""The reference repository's data format drops into training and open-loop evaluation
+unchanged (issue 14): records written by hand as the reference's NAVSIM data is (no "task",
+no "meta", extra keys, image paths relative to the records file, a JSON list or JSONL), and the
+one-sentence error a user gets for each malformed variant."""
+import json
+import re
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from wamdiff2_core.apps.cli import main
+from wamdiff2_core.training.config import RecipeError
+from wamdiff2_core.training.data import load_samples
+
+PLAN_PROMPT = ("Here is a front-view images from a driving vehicle: <image>\n"
+               "Instruction: Please provide the planning trajectory for the ego car without "
+               "reasons.\nThe navigation command is: left.\n"
+               "The ego vehicle's current position is: (0.00, 0.00).\n"
+               "The ego vehicle's current velocity is: (5.00, 0.00).\n"
+               "The ego vehicle's current acceleration is: (0.50, -0.00).\n"
+               "The trajectory of the ego vehicle is:")
+RECORDS = [
+    {"id": "43ebecce459052f2", "datasource": "navsim", "image": ["cams/CAM_F0/0001.png"],
+     "conversations": [{"from": "human", "value": PLAN_PROMPT},
+                       {"from": "gpt", "value": "2.26,-0.17,4.51,-0.30,6.75,-0.41,9.00,-0.50,"
+                                                "11.24,-0.57,13.47,-0.62,15.70,-0.66,"
+                                                "17.93,-0.69"}]},
+    {"id": "5f0c2e1a9b3d7744", "datasource": "navsim", "image": "cams/CAM_F0/0002.png",
+     "conversations": [{"from": "system", "value": "You are a driving assistant."},
+                       {"from": "human", "value": "<image>\nIs the left lane free?"},
+                       {"from": "gpt", "value": "yes"}]},
+    {"id": "9a7b", "image": ["cams/CAM_F0/0002.png"],
+     "conversations": [{"from": "human", "value": "<image>\nDetect the vehicles."},
+                       {"from": "gpt", "value": '[{"bbox_2d": [10, 20, 110, 220], '
+                                                '"label": "car"}]'}]},
+    {"id": "eval-only", "image": ["cams/CAM_F0/0001.png"],
+     "conversations": [{"from": "human", "value": "<image> What is ahead?"}]},
+]
+
+
+@pytest.fixture
+def reference_data(tmp_path):
+    """A records folder with images beside it, as the reference's data/ is laid out."""
+    root = tmp_path / "navsim"
+    (root / "cams" / "CAM_F0").mkdir(parents=True)
+    rng = np.random.RandomState(3)
+    for name in ("0001.png", "0002.png"):
+        Image.fromarray((rng.rand(90, 160, 3) * 255).astype(np.uint8)).save(
+            root / "cams" / "CAM_F0" / name)
+    (root / "train.json").write_text(json.dumps(RECORDS, indent=1))
+    (root / "train.jsonl").write_text("\n".join(json.dumps(r) for r in RECORDS) + "\n")
+    return root
+
+
+@pytest.mark.parametrize("name", ["train.json", "train.jsonl"])
+def test_training_reads_reference_records_with_paths_relative_to_the_file(reference_data,
+                                                                          name):
+    samples = load_samples(reference_data / name)            # a records file as data.path
+    assert [s.task for s in samples] == ["planning", "qa", "detection"]   # no "task" keys
+    assert [s.id for s in samples] == ["43ebecce459052f2", "5f0c2e1a9b3d7744", "9a7b"]
+    assert samples[0].images == (str(reference_data / "cams/CAM_F0/0001.png"),)
+    assert samples[0].prompt == PLAN_PROMPT
+    assert load_samples(reference_data, split=name) == samples          # dir + split
+    assert [s.id for s in load_samples(reference_data / name, tasks=("planning",))] == [
+        "43ebecce459052f2"]
+
+
+def test_a_few_training_steps_on_reference_records(reference_data, tmp_path):
+    from wamdiff2_core.training.config import load_recipe
+    from wamdiff2_core.training.engine import train
+
+    recipe = load_recipe("config/training/stage0_ar.yaml", [
+        f"data.path={reference_data / 'train.jsonl'}", "train.steps=2", "train.global_batch=3",
+        "train.micro_batch=3", "output.progress=false", "output.save_every=2",
+        f"output.dir={tmp_path / 'run'}"])
+    final = train(recipe, log=lambda *a: None)
+    assert (final / "model.safetensors").exists()
+
+
+def test_open_loop_scores_reference_records(reference_data, tmp_path, capsys):
+    out = tmp_path / "report"
+    assert main(["eval", "open-loop", "--checkpoint", "ground-truth", "--data",
+                 str(reference_data / "train.jsonl"), "--out", str(out), "--json",
+                 "--no-progress"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["num_records"] == 4 and report["skipped_tasks"] == {"None": 1}
+    assert [report[t]["num_records"] for t in ("planning", "qa", "detection")] == [1, 1, 1]
+    assert report["planning"]["l2_avg_3s"] == 0.0
+    assert report["qa"]["accuracy"] == 1.0
+    assert report["detection"]["ap50"] == 1.0
+
+
+def test_open_loop_answers_reference_records_from_their_own_turn(reference_data):
+    from wamdiff2_core.evaluation.open_loop import evaluate_open_loop
+    from wamdiff2_core.evaluation.predictors import planner_predictor
+    from wamdiff2_core.planner import Planner
+    from wamdiff2_core.tasks import read_records
+
+    records = read_records(reference_data / "train.json")
+    report = evaluate_open_loop(records, planner_predictor(Planner.from_pretrained()),
+                                reference_data, progress=False)
+    assert [report.tasks[t]["num_records"] for t in ("planning", "qa", "detection")] == [1, 1, 1]
+    assert report.skipped == {"None": 1}            # the record without an answer
+
+
+def _variant(root, text, name="bad.json"):
+    (root / name).write_text(text)
+    return root / name
+
+
+def _good(**change):
+    record = json.loads(json.dumps(RECORDS[0]))
+    record.update(change)
+    return record
+
+
+@pytest.mark.parametrize("name, text, message", [
+    ("bad.json", "[{\"id\": 1,", "bad.json is not valid JSON"),
+    ("bad.jsonl", json.dumps(RECORDS[0]) + "\n{not json}\n",
+     "bad.jsonl line 2 is not a JSON record"),
+    ("bad.json", "", "bad.json holds no records"),
+    ("bad.json", "[]", "bad.json holds no records"),
+    ("bad.json", json.dumps({"records": RECORDS}), "must hold a JSON list of records or one "
+                                                   "record per line, got a JSON object"),
+    ("bad.json", json.dumps([RECORDS[0], ["x"]]), "record 1 of .* is malformed: record must be "
+                                                  "a JSON object"),
+    ("bad.json", json.dumps([_good(conversations=[])]), "non-empty 'conversations' list"),
+    ("bad.json", json.dumps([_good(conversations=[{"from": "user", "value": "<image> hi"}])]),
+     r"conversations must be \[system\?, human, gpt\?\]"),
+    ("bad.json", json.dumps([_good(image=[])]), "1 '<image>' placeholder\\(s\\) but the record "
+                                                "has 0 image"),
+    ("bad.json", json.dumps([_good(image=[7])]), "image must be a list of non-empty str paths"),
+    ("bad.json", json.dumps([_good(image=["cams/CAM_F0/9999.png"])]),
+     "names a missing image .*9999.png"),
+])
+def test_each_malformed_variant_is_one_sentence(reference_data, tmp_path, capsys, name, text,
+                                                message):
+    path = _variant(reference_data, text, name)
+    with pytest.raises(RecipeError, match=message):
+        load_samples(path)
+    assert main(["eval", "open-loop", "--checkpoint", "ground-truth", "--data", str(path),
+                 "--out", str(tmp_path / "r"), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "error:" in err, err
+    assert re.search(message, err), err
