@@ -22,7 +22,10 @@ from wamdiff2_core.planner import Observation, Planner
 # Both sides of 224x320 are multiples of 32 and it holds more than the 65536-pixel minimum:
 # neither the reference's qwen_vl_utils nor the image processor resizes it.
 IMAGE = (np.random.RandomState(7).rand(224, 320, 3) * 255).astype(np.uint8)
-QUICK = DecodeConfig(max_new_tokens=16, commit_rule="low_confidence_static", steps_per_block=2)
+# Unconstrained: a constrained plan in the Qwen vocabulary (a digit a token) needs 80 tokens,
+# more than this quick decode's budget; constrained decoding has its own tests.
+QUICK = DecodeConfig(max_new_tokens=16, commit_rule="low_confidence_static", steps_per_block=2,
+                     constrained=False)
 CONVENTION = {"paradigm": "diffusion", "block_size": 32, "mask_token_id": 151671,
               "eoa_token_id": 151645, "pad_token_id": 151643}
 
