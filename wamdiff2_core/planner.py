@@ -15,6 +15,7 @@ import torch
 from wamdiff2_core import tasks
 from wamdiff2_core.decoding.backends import get_decoder
 from wamdiff2_core.decoding.config import DEFAULT_BACKEND, DecodeConfig, DecodeStats
+from wamdiff2_core.devices import check_device
 from wamdiff2_core.model.modeling import CheckpointError, Wamdiff2Model
 from wamdiff2_core.model.presets import PRESETS, is_preset
 from wamdiff2_core.model.processor import to_pil
@@ -40,6 +41,7 @@ def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
 def load_model(path_or_preset: str | Path | None, device: str = "cpu",
                dtype: str | torch.dtype | None = None, seed: int = 0) -> Wamdiff2Model:
     """A model from a checkpoint directory, a preset name, or (None) the bundled default."""
+    check_device(device)               # ValueError before anything is read or built
     dt = resolve_dtype(dtype)
     if path_or_preset is None:
         path_or_preset = bundled_checkpoint_path()
