@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shlex
 import shutil
 import subprocess
+from pathlib import Path
 
 
 def _unshare() -> list[str]:
@@ -34,3 +36,19 @@ def run_on_tiny_disk(script: str, folder: str, size: str, timeout: float = 600,
                 f"remount() {{ mount -o remount,size=$1 {shlex.quote(folder)}; }}\n")
     return subprocess.run(_unshare() + ["bash", "-c", prologue + script], capture_output=True,
                           text=True, timeout=timeout, env=env)
+
+
+def sh(argv) -> str:
+    """A shell command line of ``argv`` (paths allowed)."""
+    return " ".join(shlex.quote(str(a)) for a in argv)
+
+
+def list_files_script(folder: Path, name: str) -> str:
+    """Shell printing ``NAME=<every path under folder, sorted, space-separated>``."""
+    return (f"echo {name}=$(cd {shlex.quote(str(folder))} && find . -mindepth 1 | sort | "
+            f"tr '\\n' ' ')\n")
+
+
+def results(stdout: str) -> dict[str, str]:
+    """The ``NAME=value`` lines a script printed."""
+    return dict(re.findall(r"^(\w+)=(.*)$", stdout, flags=re.M))
