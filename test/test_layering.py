@@ -16,6 +16,9 @@ LAYERS = {
     "wamdiff2_core": 0,               # the package root: version only
     "wamdiff2_ros": 0,
     "wamdiff2_core.geometry": 0,      # plane geometry (numpy)
+    "wamdiff2_core.atomic_files": 0,  # files written whole or not at all
+    "wamdiff2_core.image_files": 0,   # image files decoded whole, with a pixel limit
+    "wamdiff2_core.devices": 0,       # torch devices named by users, checked
     "wamdiff2_core.tasks": 0,         # prompts, answer formats, parsers, records
     "wamdiff2_core.model": 1,         # Qwen3-VL model, processor, tokenizers, masks, prompts
     "wamdiff2_core.diffusion": 2,     # noise, losses, training layouts

@@ -17,6 +17,7 @@ from wamdiff2_core.decoding.backends import get_decoder
 from wamdiff2_core.decoding.config import DEFAULT_BACKEND, DecodeConfig, DecodeStats
 from wamdiff2_core.decoding.constraints.session import automaton_for
 from wamdiff2_core.model.fields import check_overrides
+from wamdiff2_core.devices import check_device
 from wamdiff2_core.model.modeling import CheckpointError, Wamdiff2Model
 from wamdiff2_core.model.presets import PRESETS, is_preset
 from wamdiff2_core.model.processor import to_pil
@@ -47,6 +48,7 @@ def load_model(path_or_preset: str | Path | None, device: str = "cpu",
     ``fields`` overrides diffusion fields by name, e.g. ``{"mask_token_id": 151671,
     "block_size": 32}`` (keys: paradigm, block_size, mask_token_id, eoa_token_id,
     pad_token_id); the others come from the checkpoint (docs/model.md, "Loading")."""
+    check_device(device)               # ValueError before anything is read or built
     dt = resolve_dtype(dtype)
     overrides = check_overrides(fields)
     if path_or_preset is None:

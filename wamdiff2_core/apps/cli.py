@@ -12,7 +12,7 @@ import argparse
 import importlib
 import sys
 
-from wamdiff2_core.apps.common import CliError
+from wamdiff2_core.apps.common import CliError, storage_exhausted
 
 SUBCOMMAND_MODULES = (
     "wamdiff2_core.apps.plan",           # plan
@@ -23,6 +23,15 @@ SUBCOMMAND_MODULES = (
     "wamdiff2_ros.tools.bench_cli",      # bench node
     "wamdiff2_ros.tools.bag_cli",        # bag record-sim / replay / eval / info, demo
 )
+
+
+# What to do after a full disk stopped a command (by command; None: any other).
+AFTER_FULL_DISK = {
+    "train": "free some space, then --resume continues from the last complete checkpoint",
+    "pipeline": "free some space, then --resume continues where it stopped",
+    "data": "free some space, then --resume continues with the unfinished episodes",
+    None: "free some space and run the command again",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,6 +65,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"wamdiff2 {args.wamdiff2_command}: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # noqa: BLE001 - only a full disk is answered here
+        reason = storage_exhausted(exc)
+        if reason is None:
+            raise
+        print(f"wamdiff2 {args.wamdiff2_command}: error: {reason}; nothing half-written was "
+              f"kept ({AFTER_FULL_DISK.get(args.wamdiff2_command, AFTER_FULL_DISK[None])})",
+              file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

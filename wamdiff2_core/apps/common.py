@@ -9,6 +9,7 @@ None, meaning "keep DecodeConfig's value", so a command can tell which knobs a u
 from __future__ import annotations
 
 import argparse
+import errno
 from dataclasses import dataclass, fields
 
 from wamdiff2_core.decoding.config import BACKENDS, COMMIT_RULES, DEFAULT_BACKEND, DecodeConfig
@@ -16,6 +17,29 @@ from wamdiff2_core.decoding.config import BACKENDS, COMMIT_RULES, DEFAULT_BACKEN
 
 class CliError(Exception):
     """A user-facing error: printed as one sentence, exit code 2."""
+
+
+# ------------------------------------------------------------------------------ full disks
+_STORAGE_ERRNOS = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
+                   errno.EFBIG: "file too large for the file system or the size limit"}
+# How libraries that do not raise OSError say it (safetensors, sqlite3, tensorboard).
+_STORAGE_TEXTS = ("no space left on device", "database or disk is full", "storagefull",
+                  "disk quota exceeded")
+
+
+def storage_exhausted(exc: BaseException | None) -> str | None:
+    """What ran out, as a phrase naming the file where known, when ``exc`` or an exception it
+    was raised from is a full disk, an exhausted quota or a file size limit; else None."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in _STORAGE_ERRNOS:
+            where = f" (writing {exc.filename})" if exc.filename else ""
+            return _STORAGE_ERRNOS[exc.errno] + where
+        if any(text in str(exc).lower() for text in _STORAGE_TEXTS):
+            return "no space left on device"
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 # ------------------------------------------------------------------------------ threads

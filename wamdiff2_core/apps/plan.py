@@ -9,18 +9,27 @@ from wamdiff2_core.types import Observation
 
 
 def load_image(path: str):
-    from PIL import Image, UnidentifiedImageError
+    """The image at ``path``, decoded whole (a bomb or a truncated file: one CliError)."""
+    from wamdiff2_core.image_files import ImageFileError, open_rgb
 
     try:
-        with Image.open(path) as im:
-            return im.convert("RGB")
-    except FileNotFoundError:
-        raise CliError(f"image {path} does not exist") from None
-    except (UnidentifiedImageError, OSError) as exc:
-        raise CliError(f"cannot read image {path}: {exc}") from None
+        return open_rgb(path)
+    except ImageFileError as exc:
+        raise CliError(str(exc)) from None
+
+
+def check_motion(args) -> None:
+    """CliError unless the command and ego motion make a planning prompt (finite numbers),
+    checked before the model loads."""
+    try:
+        tasks.planning_prompt(args.command, velocity=tuple(args.velocity),
+                              acceleration=tuple(args.acceleration))
+    except ValueError as exc:
+        raise CliError(f"--velocity / --acceleration: {exc}") from None
 
 
 def run_plan(args) -> int:
+    check_motion(args)
     image = load_image(args.image)
     planner = planner_from_args(args)
     obs = Observation(images=[image], command=args.command, velocity=tuple(args.velocity),

@@ -9,9 +9,11 @@ from wamdiff2_core.apps.common import CliError, check_model_source
 
 def _train(args) -> int:
     from wamdiff2_core.training.config import RecipeError, find_recipe, load_recipe
+    from wamdiff2_core.training.validate import check_early
 
     try:
         recipe = load_recipe(find_recipe(args.config), args.overrides)
+        check_early(recipe)        # before torch loads: a bad number or path fails at once
     except RecipeError as exc:
         raise CliError(str(exc)) from None
     check_model_source(recipe.model.init)             # before torch loads: fast errors
@@ -19,11 +21,11 @@ def _train(args) -> int:
         check_model_source(recipe.distill.teacher)
     from wamdiff2_core.model.modeling import CheckpointError
     from wamdiff2_core.training.distributed import close_process_group
-    from wamdiff2_core.training.engine import train
+    from wamdiff2_core.training.engine import TrainingError, train
 
     try:
         train(recipe, resume=args.resume)
-    except (RecipeError, CheckpointError) as exc:
+    except (RecipeError, CheckpointError, TrainingError) as exc:
         raise CliError(str(exc)) from None
     finally:
         close_process_group()
@@ -33,14 +35,15 @@ def _train(args) -> int:
 def _pipeline(args) -> int:
     from wamdiff2_core.model.modeling import CheckpointError
     from wamdiff2_core.training.config import RecipeError
+    from wamdiff2_core.training.engine import TrainingError
     from wamdiff2_core.training.pipeline import run_pipeline
 
-    if args.steps_scale <= 0:
-        raise CliError("--steps-scale must be > 0")
+    if not 0 < args.steps_scale < float("inf"):
+        raise CliError(f"--steps-scale must be a finite number > 0, got {args.steps_scale}")
     try:
         run_pipeline(args.preset, args.data, args.out, args.plan, args.overrides,
                      args.steps_scale, args.resume)
-    except (RecipeError, CheckpointError) as exc:
+    except (RecipeError, CheckpointError, TrainingError) as exc:
         raise CliError(str(exc)) from None
     return 0
 

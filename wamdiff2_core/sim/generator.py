@@ -15,7 +15,6 @@ file, and ``--resume`` regenerates only the episodes that had not finished.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 from dataclasses import asdict, dataclass, field
@@ -25,6 +24,7 @@ import numpy as np
 from PIL import Image
 
 from wamdiff2_core import tasks
+from wamdiff2_core.atomic_files import write_atomic
 from wamdiff2_core.sim.episode import Capture, EpisodeConfig, run_episode
 from wamdiff2_core.sim.scenarios import SCENARIOS
 from wamdiff2_core.sim.world import CONTROL_DT
@@ -82,13 +82,6 @@ def episode_seed(seed: int, episode: int) -> int:
 
 
 # ------------------------------------------------------------------------------ files
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-    os.replace(tmp, path)
-
-
 def _json_bytes(obj) -> bytes:
     return (json.dumps(obj, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode()
 
@@ -158,7 +151,7 @@ def generate_episode(out: Path, config: GeneratorConfig, episode: int) -> list[d
     records = []
     for capture in captures:
         image_path = f"{IMAGES_DIR}/{episode:05d}_{capture.frame:03d}.png"
-        _write_atomic(out / image_path, _png_bytes(capture.image))
+        write_atomic(out / image_path, _png_bytes(capture.image))
         records.extend(frame_records(capture, scenario, seed, episode, config, image_path))
     return records
 
@@ -186,8 +179,8 @@ def generate(out: str | Path, config: GeneratorConfig, resume: bool = False,
                              "choose another directory")
     (out / IMAGES_DIR).mkdir(parents=True, exist_ok=True)
     parts.mkdir(exist_ok=True)
-    _write_atomic(progress_path, _json_bytes({"config": signature}))
-    _write_atomic(out / "camera.json", _json_bytes(config.episode.camera.to_json()))
+    write_atomic(progress_path, _json_bytes({"config": signature}))
+    write_atomic(out / "camera.json", _json_bytes(config.episode.camera.to_json()))
 
     done = {int(p.stem) for p in parts.glob("*.json")}
     resumed = len(done)
@@ -197,13 +190,13 @@ def generate(out: str | Path, config: GeneratorConfig, resume: bool = False,
             if episode in done:
                 continue
             records = generate_episode(out, config, episode)
-            _write_atomic(parts / f"{episode:05d}.json", _json_bytes(records))
+            write_atomic(parts / f"{episode:05d}.json", _json_bytes(records))
             bar.update(1)
     records = []
     for episode in range(config.episodes):
         records.extend(json.loads((parts / f"{episode:05d}.json").read_text()))
     records.sort(key=lambda record: record["id"])
-    _write_atomic(out / RECORDS_FILE, _json_bytes(records))
+    write_atomic(out / RECORDS_FILE, _json_bytes(records))
     shutil.rmtree(parts)
     progress_path.unlink()
     counts = {task: sum(r["task"] == task for r in records) for task in config.tasks}

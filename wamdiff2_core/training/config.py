@@ -15,8 +15,6 @@ from pathlib import Path
 
 import yaml
 
-from wamdiff2_core.model.config import paradigm_block_size
-
 OBJECTIVES = ("ar", "diffusion", "distill")
 PRECISIONS = ("fp32", "bf16")
 STRATEGIES = ("auto", "none", "ddp", "fsdp")
@@ -64,6 +62,8 @@ class DistillConfig:
     def teacher_block(self, paradigm: str, block_size: int) -> int:
         """The block size the teacher predicts with, given its checkpoint's paradigm and
         block size: 1 for an AR teacher, else ``teacher_block_size`` or its own."""
+        from wamdiff2_core.model.config import paradigm_block_size  # transformers: lazily
+
         return paradigm_block_size(paradigm, self.teacher_block_size or block_size)
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from PIL import Image
 
+from wamdiff2_core.image_files import ImageFileError, open_rgb
 from wamdiff2_core.tasks import read_records, record_prompt_and_answer, record_task
 from wamdiff2_core.training.config import RecipeError
 
@@ -43,7 +43,9 @@ def load_samples(root: str | Path, split: str = "train.json", tasks: tuple[str, 
                           f"holding data.split, or a records file)")
     try:
         records = read_records(file)
-    except ValueError as exc:
+    except UnicodeDecodeError:
+        raise RecipeError(f"{file} is not a UTF-8 text file (JSON or JSONL)") from None
+    except (ValueError, OSError) as exc:
         raise RecipeError(str(exc)) from None
     out = []
     for i, rec in enumerate(records):
@@ -160,7 +162,10 @@ class BatchMaker:
 
     def _image(self, path: str) -> np.ndarray:
         if path not in self._images:
-            self._images[path] = np.asarray(Image.open(path).convert("RGB"))
+            try:
+                self._images[path] = np.asarray(open_rgb(path))
+            except ImageFileError as exc:     # changed since data_check ran at start
+                raise RecipeError(str(exc)) from None
         return self._images[path]
 
     def make(self, indices: list[int], positions: list[int]) -> TrainBatch:

@@ -7,12 +7,15 @@ compute the same loss and gradients (up to float summation order). AdamW with it
 rate for the vision tower, linear warm-up then cosine decay, gradient clipping, bf16 autocast.
 Checkpoints every ``output.save_every`` steps (atomic; see ``checkpoint.py``); ``resume=True``
 continues the newest complete checkpoint of ``output.dir`` bit-for-bit in data order and noise.
+A damaged newest checkpoint is reported and the previous one is used; a step whose loss or
+gradient norm is not finite stops the run before the optimizer touches the weights.
 """
 from __future__ import annotations
 
 import contextlib
 import json
 import math
+import sys
 import time
 from pathlib import Path
 
@@ -20,12 +23,14 @@ import torch
 import yaml
 from transformers.utils import logging as hf_logging
 
+from wamdiff2_core.atomic_files import write_atomic
 from wamdiff2_core.model.config import set_fields
-from wamdiff2_core.model.modeling import Wamdiff2Model
+from wamdiff2_core.model.modeling import CheckpointError, Wamdiff2Model
 from wamdiff2_core.model.presets import is_preset
 from wamdiff2_core.training import checkpoint as ckpt
 from wamdiff2_core.training.config import Recipe, RecipeError
 from wamdiff2_core.training.data import BatchMaker, GlobalOrder, load_samples, shard
+from wamdiff2_core.training.data_check import check_images
 from wamdiff2_core.training.distributed import DistContext, no_sync, resolve_strategy, wrap
 from wamdiff2_core.training.metrics import MetricsLog, Progress
 from wamdiff2_core.training.objectives import build_objective
@@ -33,6 +38,10 @@ from wamdiff2_core.training.validate import effective_block_size, validate
 
 FINAL_DIR = "final"
 hf_logging.disable_progress_bar()
+
+
+class TrainingError(RuntimeError):
+    """A run that cannot go on (a loss that is not finite); one sentence, nothing saved."""
 
 
 def build_student(recipe: Recipe, device: torch.device) -> Wamdiff2Model:
@@ -115,31 +124,34 @@ def check_same_run(saved: dict, current: dict, path: Path) -> None:
 class Trainer:
     """Runs one recipe to completion; ``run()`` returns the final checkpoint directory."""
 
-    def __init__(self, recipe: Recipe, resume: bool = False, log=print):
+    def __init__(self, recipe: Recipe, resume: bool = False, log=print, warn=None):
         self.ctx = DistContext.from_env()
         validate(recipe, self.ctx.world)
-        self.recipe, self.log = recipe, log if self.ctx.is_main else (lambda *a, **k: None)
+        quiet = not self.ctx.is_main
+        self.recipe, self.log = recipe, (lambda *a, **k: None) if quiet else log
+        self.warn = (lambda *a: None) if quiet else warn or _warn
         self.out = Path(recipe.output.dir)
         t = recipe.train
         if t.threads:
             torch.set_num_threads(t.threads)
-        latest = ckpt.latest_checkpoint(self.out)
-        if latest is not None and not resume:
+        if ckpt.step_dirs(self.out) and not resume:
             raise RecipeError(f"output.dir '{self.out}' already holds checkpoints; pass "
                               f"--resume to continue that run or choose another output.dir")
-        self.start_step, self.resume_from = 0, latest if resume else None
+        # data first: a bad record or image fails before any weight is loaded
+        samples = load_samples(recipe.data.path, recipe.data.split, recipe.data.tasks,
+                               recipe.data.limit)
+        check_images(samples, f"data set {recipe.data.path}",
+                     recipe.output.progress and self.ctx.is_main)
+        self.start_step, self.resume_from, state = 0, None, None
         device = self.ctx.device
-        if self.resume_from is not None:
-            state = ckpt.read_state(self.resume_from)
-            check_same_run(state["recipe"], recipe.to_dict(), self.resume_from)
-            self.model = Wamdiff2Model.from_pretrained(self.resume_from / "model", device=device)
-            self.start_step = state["step"]
+        if resume:
+            state, self.model = self._resumable(device)
+        if state is not None:
+            self.resume_from, self.start_step = state.path, state.step
         else:
             self.model = build_student(recipe, device)
         self.teacher = load_teacher(recipe, device)
         self.block = effective_block_size(recipe)
-        samples = load_samples(recipe.data.path, recipe.data.split, recipe.data.tasks,
-                               recipe.data.limit)
         self.batches = BatchMaker(samples, self.model.processor, self.block,
                                   recipe.data.max_answer_tokens)
         kept = self.batches.samples
@@ -153,20 +165,46 @@ class Trainer:
         self.optimizer = torch.optim.AdamW(param_groups(self.model, recipe),
                                            betas=tuple(recipe.optim.betas))
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda(recipe))
-        if self.resume_from is not None:
-            self._restore(self.resume_from)
+        if state is not None:
+            self._restore(state)
         self.micro = t.micro_batch
         self.accum = t.global_batch // (t.micro_batch * self.ctx.world)
         self.autocast = (torch.autocast(device.type, dtype=torch.bfloat16)
                          if t.precision == "bf16" else contextlib.nullcontext())
 
+    # ------------------------------------------------------------------ resume
+    def _resumable(self, device: torch.device
+                   ) -> tuple[ckpt.ResumeState | None, Wamdiff2Model | None]:
+        """The state and model of the newest checkpoint that reads whole; each damaged newer
+        one is reported and the previous one tried. (None, None) when there is no checkpoint
+        at all; RecipeError when there are some and every one is damaged."""
+        found = ckpt.step_dirs(self.out)
+        damaged = []
+        for _, path in reversed(found):
+            try:
+                state = ckpt.read_resume_state(path, self.ctx.rank)
+                check_same_run(state.recipe, self.recipe.to_dict(), path)
+                model = Wamdiff2Model.from_pretrained(path / ckpt.MODEL_DIR, device=device)
+                groups = param_groups(model, self.recipe)
+                ckpt.check_optimizer_state(state.optimizer, [g["params"] for g in groups])
+            except (ckpt.CheckpointDamaged, CheckpointError) as exc:
+                damaged.append(f"{path.name}: {exc}")
+                self.warn(f"checkpoint {path} is damaged ({exc}); trying the one before it")
+                continue
+            return state, model
+        if found:
+            raise RecipeError(f"cannot resume {self.out}: no checkpoint is complete "
+                              f"({'; '.join(damaged)}); move {self.out / 'checkpoints'} "
+                              f"away to start again")
+        self.log(f"no checkpoint in {self.out}: starting at step 0")
+        return None, None
+
     # ------------------------------------------------------------------ state
-    def _restore(self, path: Path) -> None:
-        state = ckpt.read_state(path)
-        self.optimizer.load_state_dict(ckpt.optimizer_from_files(path))
-        self.scheduler.load_state_dict(state["scheduler"])
-        ckpt.rng_from_files(path, self.ctx.rank)
-        self.log(f"resumed from {path} at step {self.start_step}")
+    def _restore(self, state: ckpt.ResumeState) -> None:
+        self.optimizer.load_state_dict(state.optimizer)
+        self.scheduler.load_state_dict(state.scheduler)
+        ckpt.set_rng(state.rng)
+        self.log(f"resumed from {state.path} at step {state.step}")
 
     def _save_model(self, folder: Path) -> None:
         """The planner-loadable model directory (rank 0 writes; FSDP gathers first)."""
@@ -200,15 +238,21 @@ class Trainer:
         if self.ctx.is_main:
             ckpt.begin_dir(final)
         self.ctx.barrier()
-        ckpt.rng_to_files(tmp, self.ctx.rank)
-        self._save_model(tmp / "model")
-        opt_state = self._optimizer_state()
+        try:
+            ckpt.rng_to_files(tmp, self.ctx.rank)
+            self._save_model(tmp / ckpt.MODEL_DIR)
+            opt_state = self._optimizer_state()
+            if self.ctx.is_main:
+                ckpt.optimizer_to_files(opt_state, tmp)
+                state = {"step": step, "scheduler": self.scheduler.state_dict(),
+                         "world_size": self.ctx.world, "recipe": self.recipe.to_dict()}
+                (tmp / ckpt.STATE_FILE).write_text(json.dumps(state, indent=1))
+                ckpt.commit_dir(tmp, final)
+        except BaseException:           # a full disk: no half-written checkpoint is kept
+            if self.ctx.is_main:
+                ckpt.discard_dir(tmp)
+            raise
         if self.ctx.is_main:
-            ckpt.optimizer_to_files(opt_state, tmp)
-            state = {"step": step, "scheduler": self.scheduler.state_dict(),
-                     "world_size": self.ctx.world, "recipe": self.recipe.to_dict()}
-            (tmp / ckpt.STATE_FILE).write_text(json.dumps(state, indent=1))
-            ckpt.commit_dir(tmp, final)
             ckpt.prune(self.out, self.recipe.output.keep_last)
         self.ctx.barrier()
         return final
@@ -219,11 +263,16 @@ class Trainer:
         if self.ctx.is_main:
             ckpt.begin_dir(final)
         self.ctx.barrier()
-        self._save_model(tmp)
-        if self.ctx.is_main:
-            (tmp / "training_recipe.yaml").write_text(
-                yaml.safe_dump(self.recipe.to_dict(), sort_keys=False))
-            ckpt.commit_dir(tmp, final)
+        try:
+            self._save_model(tmp)
+            if self.ctx.is_main:
+                (tmp / "training_recipe.yaml").write_text(
+                    yaml.safe_dump(self.recipe.to_dict(), sort_keys=False))
+                ckpt.commit_dir(tmp, final)
+        except BaseException:
+            if self.ctx.is_main:
+                ckpt.discard_dir(tmp)
+            raise
         self.ctx.barrier()
         return final
 
@@ -251,13 +300,19 @@ class Trainer:
             tokens += out.tokens
         sums[-1] = tokens
         total = self.ctx.sum(sums)
-        clip = self.recipe.optim.grad_clip
-        if clip > 0 and hasattr(self.module, "clip_grad_norm_"):   # FSDP: sharded norm
+        # grad_clip 0: no clipping, but the norm is still measured (an infinite bound
+        # scales every gradient by exactly 1)
+        clip = self.recipe.optim.grad_clip or math.inf
+        if hasattr(self.module, "clip_grad_norm_"):   # FSDP: sharded norm
             norm = self.module.clip_grad_norm_(clip)
-        elif clip > 0:
-            norm = torch.nn.utils.clip_grad_norm_(self.module.parameters(), clip)
         else:
-            norm = torch.zeros(())
+            norm = torch.nn.utils.clip_grad_norm_(self.module.parameters(), clip)
+        loss = float(total[0]) / g
+        if not (math.isfinite(loss) and math.isfinite(float(norm))):
+            raise TrainingError(f"training diverged at step {step + 1}: the loss is {loss} and "
+                                f"the gradient norm {float(norm)}; stopped before the "
+                                f"optimizer step, so no checkpoint holds the diverged weights "
+                                f"(lower optim.lr or check the data)")
         lrs = {grp["name"]: grp["lr"] for grp in self.optimizer.param_groups}
         self.optimizer.step()
         self.scheduler.step()
@@ -272,7 +327,8 @@ class Trainer:
         final = out / FINAL_DIR
         if self.ctx.is_main:
             out.mkdir(parents=True, exist_ok=True)
-            (out / "recipe.yaml").write_text(yaml.safe_dump(r.to_dict(), sort_keys=False))
+            write_atomic(out / "recipe.yaml",
+                         yaml.safe_dump(r.to_dict(), sort_keys=False).encode())
         self.ctx.barrier()
         metrics = MetricsLog(out, r.output.tensorboard, self.start_step) \
             if self.ctx.is_main else None
@@ -309,6 +365,10 @@ class Trainer:
         return final
 
 
-def train(recipe: Recipe, resume: bool = False, log=print) -> Path:
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+def train(recipe: Recipe, resume: bool = False, log=print, warn=None) -> Path:
     """Run a recipe; returns the final checkpoint directory."""
-    return Trainer(recipe, resume=resume, log=log).run()
+    return Trainer(recipe, resume=resume, log=log, warn=warn).run()

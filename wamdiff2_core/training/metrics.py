@@ -8,9 +8,13 @@ holds one continuous curve.
 from __future__ import annotations
 
 import csv
+import io
+import os
 import sys
 import time
 from pathlib import Path
+
+from wamdiff2_core.atomic_files import write_atomic
 
 
 def _fmt_eta(seconds: float) -> str:
@@ -68,12 +72,13 @@ class MetricsLog:
             with self.path.open() as f:
                 reader = csv.DictReader(f)
                 self.fields = reader.fieldnames
-                rows = [r for r in reader if int(r["step"]) <= resume_step]
-        with self.path.open("w", newline="") as f:
-            if self.fields:
-                w = csv.DictWriter(f, self.fields)
-                w.writeheader()
-                w.writerows(rows)
+                rows = [r for r in reader if _whole(r) and int(r["step"]) <= resume_step]
+        text = io.StringIO(newline="")
+        if self.fields:
+            w = csv.DictWriter(text, self.fields)
+            w.writeheader()
+            w.writerows(rows)
+        write_atomic(self.path, text.getvalue().encode())     # all rows or the old file
         self.writer = None
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
@@ -85,11 +90,20 @@ class MetricsLog:
         new = self.fields is None
         if new:
             self.fields = list(row)
-        with self.path.open("a", newline="") as f:
-            w = csv.DictWriter(f, self.fields, extrasaction="ignore")
-            if new:
-                w.writeheader()
-            w.writerow(row)
+        text = io.StringIO(newline="")
+        w = csv.DictWriter(text, self.fields, extrasaction="ignore")
+        if new:
+            w.writeheader()
+        w.writerow(row)
+        with self.path.open("ab", buffering=0) as f:
+            end = f.seek(0, os.SEEK_END)
+            data = memoryview(text.getvalue().encode())
+            try:
+                while data:
+                    data = data[f.write(data):]
+            except BaseException:      # a full disk: no half row is left behind
+                f.truncate(end)
+                raise
         if self.writer is not None:
             for k, v in values.items():
                 self.writer.add_scalar(f"train/{k}", v, step)
@@ -97,6 +111,17 @@ class MetricsLog:
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
+
+
+def _whole(row: dict) -> bool:
+    """A csv row with every field present and a numeric step (not a cut-off last line)."""
+    if None in row.values() or None in row:
+        return False
+    try:
+        int(row["step"])
+    except (KeyError, ValueError):
+        return False
+    return True
 
 
 def read_metrics(out_dir: str | Path) -> list[dict[str, float]]:

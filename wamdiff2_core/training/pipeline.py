@@ -17,6 +17,7 @@ import yaml
 
 from wamdiff2_core.training.config import RecipeError, find_recipe, load_recipe
 from wamdiff2_core.training.engine import FINAL_DIR, train
+from wamdiff2_core.training.validate import check_numbers
 
 
 @dataclass(frozen=True)
@@ -73,16 +74,23 @@ def run_pipeline(preset: str, data: str | Path, out: str | Path,
     out = Path(out)
     values = {"preset": preset, "teacher_preset": plan_.teacher_preset, "data": str(data),
               "out": str(out)}
-    for i, stage in enumerate(plan_.stages, 1):
-        final = out / stage.name / FINAL_DIR
-        if resume and (final / "config.json").exists():
-            log(f"pipeline: stage {i}/{len(plan_.stages)} {stage.name} already done")
-            continue
+    recipes = []
+    for stage in plan_.stages:        # every stage's numbers are checked before stage 1 runs
         recipe_path = find_recipe(stage.recipe)
         base = load_recipe(recipe_path)
         recipe = load_recipe(recipe_path, stage_overrides(stage, values, out, steps_scale,
                                                           base.train.steps)
                              + list(overrides))
+        try:
+            check_numbers(recipe)
+        except RecipeError as exc:
+            raise RecipeError(f"pipeline stage {stage.name}: {exc}") from None
+        recipes.append(recipe)
+    for i, (stage, recipe) in enumerate(zip(plan_.stages, recipes), 1):
+        final = out / stage.name / FINAL_DIR
+        if resume and (final / "config.json").exists():
+            log(f"pipeline: stage {i}/{len(plan_.stages)} {stage.name} already done")
+            continue
         log(f"pipeline: stage {i}/{len(plan_.stages)} {stage.name} ({recipe.objective}, "
             f"{recipe.train.steps} steps) from {recipe.model.init}")
         train(recipe, resume=resume, log=log)

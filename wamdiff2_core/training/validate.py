@@ -1,19 +1,141 @@
-"""Checks of a recipe that run before anything is loaded: a bad recipe fails at start."""
+"""Checks of a recipe that run before anything is loaded: a bad recipe fails at start.
+
+Two passes, each raising one RecipeError sentence that names the key:
+
+- ``check_early``: every numeric field of the recipe is finite and inside its range
+  (``check_numbers`` with ``NUMERIC_RANGES``, one entry per field; a test keeps the table
+  complete), the data set and split exist, ``output.dir`` is (or can become) a writable
+  directory. It needs no torch, so ``wamdiff2 train`` refuses these in about a second,
+  before the trainer (torch, transformers) is even imported.
+- ``validate``: ``check_early``, then names (objective, paradigm, schedule, divergence,
+  precision, strategy), model.init and the teacher, the answer layout and the batch
+  arithmetic. It imports the registries it checks names against.
+"""
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
+import os
+import typing
+from dataclasses import dataclass
 from pathlib import Path
 
-from wamdiff2_core.diffusion.losses import DIVERGENCES
-from wamdiff2_core.diffusion.noise import SCHEDULES
-from wamdiff2_core.model.config import PARADIGMS, paradigm_block_size
-from wamdiff2_core.model.presets import PRESETS, is_preset
 from wamdiff2_core.training.config import OBJECTIVES, PRECISIONS, STRATEGIES, Recipe, RecipeError
 
 OBJECTIVE_PARADIGM = {"ar": "ar", "diffusion": "diffusion", "distill": "diffusion"}
+MAX_BATCH = 65536          # samples per global batch or per forward
+MAX_TOKENS = 65536         # answer layout and block lengths
+MAX_THREADS = 1024
+MAX_SEED = 2 ** 63 - 1
 
 
+@dataclass(frozen=True)
+class Range:
+    """An interval of allowed values (None: unbounded on that side); always finite."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+
+    def __contains__(self, value: float) -> bool:
+        if isinstance(value, float) and not math.isfinite(value):
+            return False
+        if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
+            return False
+        return self.high is None or not (value > self.high
+                                         or (self.high_open and value == self.high))
+
+    def describe(self) -> str:
+        """``"> 0"``, ``"in [0, 1)"``, ``">= 1"`` ..."""
+        if self.high is None:
+            return f"{'>' if self.low_open else '>='} {_text(self.low)}"
+        return (f"in {'(' if self.low_open else '['}{_text(self.low)}, {_text(self.high)}"
+                f"{')' if self.high_open else ']'}")
+
+
+def _text(bound: float) -> str:
+    return str(bound) if isinstance(bound, int) else f"{bound:g}"
+
+
+UNIT = Range(0.0, 1.0)
+OPEN_UNIT = Range(0.0, 1.0, low_open=True, high_open=True)
+COUNT = Range(0)                      # 0 allowed (0 = off / all / default)
+POSITIVE = Range(1)
+SEED = Range(0, MAX_SEED)
+
+#: Every numeric recipe field (dotted key) and its allowed values. Tuples: each item.
+NUMERIC_RANGES: dict[str, Range] = {
+    "model.block_size": Range(1, MAX_TOKENS),
+    "model.seed": SEED,
+    "data.max_answer_tokens": Range(1, MAX_TOKENS),
+    "data.limit": COUNT,
+    "noise.eps": OPEN_UNIT,
+    "distill.teacher_block_size": Range(0, MAX_TOKENS),
+    "distill.beta": OPEN_UNIT,
+    "distill.temperature": Range(0.0, 100.0, low_open=True),   # the KD term scales by T^2
+    "distill.lam": UNIT,
+    "distill.on_policy_every": COUNT,
+    "distill.on_policy_steps_per_block": Range(0, MAX_TOKENS),
+    "optim.lr": Range(0.0, 1.0, low_open=True),
+    "optim.vision_lr": UNIT,
+    "optim.weight_decay": UNIT,          # with lr <= 1, decoupled decay never flips a sign
+    "optim.betas": Range(0.0, 1.0, high_open=True),
+    "optim.warmup_steps": COUNT,
+    "optim.min_lr_ratio": UNIT,
+    "optim.grad_clip": Range(0.0),       # 0: no clipping
+    "train.steps": POSITIVE,
+    "train.global_batch": Range(1, MAX_BATCH),
+    "train.micro_batch": Range(1, MAX_BATCH),
+    "train.seed": SEED,
+    "train.threads": Range(0, MAX_THREADS),     # 0: leave torch's default
+    "output.save_every": POSITIVE,
+    "output.keep_last": POSITIVE,
+    "output.log_every": POSITIVE,
+}
+
+
+def numeric_fields(cls=Recipe, prefix: str = "") -> dict[str, object]:
+    """Dotted key -> type hint of every int, float or tuple-of-numbers field of ``cls``."""
+    out: dict[str, object] = {}
+    for name, hint in typing.get_type_hints(cls).items():
+        if dataclasses.is_dataclass(hint):
+            out.update(numeric_fields(hint, f"{prefix}{name}."))
+        elif hint in (int, float) or (typing.get_origin(hint) is tuple and all(
+                a in (int, float, Ellipsis) for a in typing.get_args(hint))):
+            out[f"{prefix}{name}"] = hint
+    return out
+
+
+def _value(recipe: Recipe, key: str):
+    node = recipe
+    for part in key.split("."):
+        node = getattr(node, part)
+    return node
+
+
+def check_numbers(recipe: Recipe) -> None:
+    """RecipeError naming the first numeric field that is not finite or out of its range."""
+    for key, hint in numeric_fields().items():
+        allowed = NUMERIC_RANGES[key]
+        value = _value(recipe, key)
+        kind = "an integer" if hint is int else "a finite number"
+        if typing.get_origin(hint) is tuple:
+            args = typing.get_args(hint)
+            if Ellipsis not in args and len(value) != len(args):
+                raise RecipeError(f"{key} must be {len(args)} numbers, got {list(value)}")
+            if not all(v in allowed for v in value):
+                raise RecipeError(f"{key} must be numbers each {allowed.describe()}, got "
+                                  f"{list(value)}")
+        elif value not in allowed:
+            raise RecipeError(f"{key} must be {kind} {allowed.describe()}, got {value!r}")
+
+
+# ------------------------------------------------------------------------------ paths
 def _check_init(init: str, what: str) -> None:
+    from wamdiff2_core.model.presets import PRESETS, is_preset
+
     if is_preset(init):
         return
     path = Path(init)
@@ -24,6 +146,19 @@ def _check_init(init: str, what: str) -> None:
         raise RecipeError(f"{what} '{init}' is not a checkpoint directory (no config.json)")
 
 
+def check_output_dir(out: str) -> None:
+    """RecipeError unless ``out`` is a directory, or can be made one, that we may write in."""
+    path = Path(out or ".")
+    if path.exists() and not path.is_dir():
+        raise RecipeError(f"output.dir '{path}' is a file, not a directory")
+    existing = next((p for p in (path, *path.parents) if p.exists()), Path("."))
+    if not existing.is_dir():
+        raise RecipeError(f"output.dir '{path}' cannot be created: '{existing}' is a file")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise RecipeError(f"output.dir '{path}' cannot be written: no permission in "
+                          f"'{existing}'")
+
+
 def checkpoint_fields(path: str | Path) -> dict:
     """The ``wamdiff2`` diffusion fields of a checkpoint's config.json ({} if absent)."""
     cfg = json.loads((Path(path) / "config.json").read_text())
@@ -32,6 +167,8 @@ def checkpoint_fields(path: str | Path) -> dict:
 
 def effective_block_size(recipe: Recipe) -> int:
     """Block size the student trains with (1 for the AR objective)."""
+    from wamdiff2_core.model.config import paradigm_block_size
+
     return paradigm_block_size(recipe.model.paradigm, recipe.model.block_size)
 
 
@@ -42,18 +179,11 @@ def teacher_block_size(recipe: Recipe) -> int:
                                         int(fields.get("block_size", 32)))
 
 
-def validate(recipe: Recipe, world_size: int = 1) -> None:
-    """Raise RecipeError (one sentence naming the culprit) unless ``recipe`` can run with
-    ``world_size`` processes."""
+def check_early(recipe: Recipe) -> None:
+    """The checks that need no torch: every number, the data set's and the split's paths,
+    and ``output.dir`` (RecipeError naming the first culprit)."""
     r = recipe
-    if r.objective not in OBJECTIVES:
-        raise RecipeError(f"objective must be one of {OBJECTIVES}, got '{r.objective}'")
-    if r.model.paradigm not in PARADIGMS:
-        raise RecipeError(f"model.paradigm must be one of {PARADIGMS}, got '{r.model.paradigm}'")
-    if OBJECTIVE_PARADIGM[r.objective] != r.model.paradigm:
-        raise RecipeError(f"objective '{r.objective}' trains a '{OBJECTIVE_PARADIGM[r.objective]}'"
-                          f" model but model.paradigm is '{r.model.paradigm}'")
-    # --- data
+    check_numbers(r)
     if not r.data.path:
         raise RecipeError("data.path is not set (pass data.path=DIR or a records file)")
     data = Path(r.data.path)
@@ -61,42 +191,51 @@ def validate(recipe: Recipe, world_size: int = 1) -> None:
         raise RecipeError(f"data.path '{data}' does not exist")
     if data.is_dir() and not (data / r.data.split).is_file():
         raise RecipeError(f"data set '{data}' has no {r.data.split}")
+    check_output_dir(r.output.dir)
+
+
+def validate(recipe: Recipe, world_size: int = 1) -> None:
+    """Raise RecipeError (one sentence naming the culprit) unless ``recipe`` can run with
+    ``world_size`` processes."""
+    from wamdiff2_core.diffusion.noise import SCHEDULES
+    from wamdiff2_core.model.config import PARADIGMS
+
+    r = recipe
+    check_early(r)
+    if r.objective not in OBJECTIVES:
+        raise RecipeError(f"objective must be one of {OBJECTIVES}, got '{r.objective}'")
+    if r.model.paradigm not in PARADIGMS:
+        raise RecipeError(f"model.paradigm must be one of {PARADIGMS}, got '{r.model.paradigm}'")
+    if OBJECTIVE_PARADIGM[r.objective] != r.model.paradigm:
+        raise RecipeError(f"objective '{r.objective}' trains a '{OBJECTIVE_PARADIGM[r.objective]}'"
+                          f" model but model.paradigm is '{r.model.paradigm}'")
     _check_init(r.model.init, "model.init")
     # --- layout
     bsz = effective_block_size(r)
-    if bsz < 1:
-        raise RecipeError(f"model.block_size must be >= 1, got {bsz}")
-    if r.data.max_answer_tokens < 1 or r.data.max_answer_tokens % bsz:
+    if r.data.max_answer_tokens % bsz:
         raise RecipeError(f"block size {bsz} does not divide the answer layout "
                           f"(data.max_answer_tokens={r.data.max_answer_tokens})")
     if r.noise.schedule not in SCHEDULES:
         raise RecipeError(f"noise.schedule must be one of {sorted(SCHEDULES)}, "
                           f"got '{r.noise.schedule}'")
-    if not 0.0 < r.noise.eps < 1.0:
-        raise RecipeError(f"noise.eps must be in (0, 1), got {r.noise.eps}")
     if r.objective == "distill":
         _validate_distill(r, bsz)
     # --- engine
-    t, o = r.train, r.optim
-    if r.train.precision not in PRECISIONS:
+    t = r.train
+    if t.precision not in PRECISIONS:
         raise RecipeError(f"train.precision must be one of {PRECISIONS}, got '{t.precision}'")
     if t.strategy not in STRATEGIES:
         raise RecipeError(f"train.strategy must be one of {STRATEGIES}, got '{t.strategy}'")
-    if t.steps < 1 or t.micro_batch < 1:
-        raise RecipeError("train.steps and train.micro_batch must be >= 1")
     per_step = t.micro_batch * world_size
     if t.global_batch % per_step:
         raise RecipeError(f"train.global_batch={t.global_batch} is not a multiple of "
                           f"train.micro_batch x processes = {t.micro_batch} x {world_size}")
-    if o.lr <= 0 or o.vision_lr < 0 or o.warmup_steps < 0 or not 0 <= o.min_lr_ratio <= 1:
-        raise RecipeError("optim: lr must be > 0, vision_lr and warmup_steps >= 0, "
-                          "min_lr_ratio in [0, 1]")
-    if r.output.save_every < 1 or r.output.log_every < 1 or r.output.keep_last < 1:
-        raise RecipeError("output.save_every, output.log_every and output.keep_last must be "
-                          ">= 1")
 
 
 def _validate_distill(r: Recipe, bsz: int) -> None:
+    from wamdiff2_core.diffusion.losses import DIVERGENCES
+    from wamdiff2_core.model.presets import is_preset
+
     d = r.distill
     if not d.teacher:
         raise RecipeError("distill.teacher is not set (a checkpoint directory)")
@@ -106,12 +245,6 @@ def _validate_distill(r: Recipe, bsz: int) -> None:
     if d.divergence not in DIVERGENCES:
         raise RecipeError(f"distill.divergence must be one of {sorted(DIVERGENCES)}, "
                           f"got '{d.divergence}'")
-    if not 0.0 < d.beta < 1.0:
-        raise RecipeError(f"distill.beta must be in (0, 1), got {d.beta}")
-    if d.temperature <= 0 or not 0.0 <= d.lam <= 1.0:
-        raise RecipeError("distill.temperature must be > 0 and distill.lam in [0, 1]")
-    if d.on_policy_every < 0:
-        raise RecipeError("distill.on_policy_every must be >= 0")
     tb = d.teacher_block_size or teacher_block_size(r)     # as asked, else as it will run
     if tb < 1 or bsz % tb:
         raise RecipeError(f"teacher block size {tb} does not divide the student's "

@@ -181,6 +181,7 @@ def _register_eval(group) -> None:
 
 @_user_errors
 def _eval(args) -> int:
+    from wamdiff2_core.devices import check_device
     from wamdiff2_ros.tools.bag_eval import TASKS, EvalConfig, run_eval
 
     tasks = tuple(t.strip() for t in args.tasks.split(",") if t.strip())
@@ -189,6 +190,7 @@ def _eval(args) -> int:
         raise ArgumentValueError(f"--tasks must be a subset of {', '.join(TASKS)}, got "
                                  f"{args.tasks!r}")
     _checked(apply_threads, args.threads)
+    _checked(check_device, args.device)
     report = Path(args.report)
     frames = None if args.no_frames else Path(args.frames) if args.frames else \
         report.with_name(f"{report.stem}_frames")

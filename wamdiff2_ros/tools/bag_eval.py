@@ -9,6 +9,7 @@ its final path and moved there only when the run succeeds.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,9 +24,11 @@ from wamdiff2_core.decoding import DecodeConfig
 from wamdiff2_core.evaluation.open_loop import OpenLoopReport
 from wamdiff2_core.evaluation.scorers import SCORERS
 from wamdiff2_ros.node import outputs
-from wamdiff2_ros.tools.bag_frames import BagFrame, FrameTopics, camera_document, read_frames
+from wamdiff2_ros.tools.bag_frames import (BagFrame, FrameTopics, camera_document,
+                                           check_messages, read_frames)
 from wamdiff2_ros.tools.bag_io import (BagError, BagReader, BagWriter, publish_atomically,
-                                       remove_staged, staged_path)
+                                       remove_stale_partials, remove_staged, staged_path,
+                                       usable_path)
 from wamdiff2_ros.tools.bag_layout import BASE_FRAME, TYPES, OutputTopics
 from wamdiff2_ros.tools.bag_overlay import CameraModel, draw_overlay, write_png
 from wamdiff2_ros.tools.bag_predict import FramePrediction, load_predictor
@@ -193,11 +196,19 @@ def _caption(frame: BagFrame, pred: FramePrediction, l2: float | None, t0_ns: in
 
 
 def _check_outputs(cfg: EvalConfig) -> None:
+    usable_path(cfg.bag)
     for path in (cfg.out, cfg.report, cfg.frames_dir):
-        if path is not None and path.exists():
+        if path is not None and (usable_path(path, "output").exists() or path.is_symlink()):
             raise BagError(f"output {path} already exists; remove it or choose another path")
     if cfg.out.resolve() == cfg.bag.resolve():
         raise BagError("the output bag must differ from the input bag")
+
+
+def _clean_partials(cfg: EvalConfig) -> None:
+    """Remove what runs killed while writing these outputs left behind (with a note)."""
+    for path in (cfg.out, cfg.report, cfg.frames_dir):
+        for stale in remove_stale_partials(path) if path is not None else ():
+            print(f"note: removed {stale}, left by an interrupted run", file=sys.stderr)
 
 
 class EvalRun:
@@ -281,9 +292,11 @@ def run_eval(cfg: EvalConfig) -> dict:
 
     tic = time.perf_counter()
     _check_outputs(cfg)
+    _clean_partials(cfg)
     with BagReader(cfg.bag) as bag:
         topics = FrameTopics.resolve(bag, cfg.camera_topic, cfg.odometry_topic,
                                      cfg.command_topic, gt_path=cfg.gt_topic)
+        check_messages(bag, topics)
         bag.check_stamps([topics.camera], strict=[topics.camera])
         camera = camera_document(bag, topics)
         predictor = load_predictor(cfg.checkpoint, cfg.decode, cfg.device)

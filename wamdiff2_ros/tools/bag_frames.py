@@ -21,7 +21,7 @@ from wamdiff2_core.tasks import COMMANDS
 from wamdiff2_ros.node.bad_input import BadInput
 from wamdiff2_ros.node.images import compressed_to_rgb, image_to_rgb
 from wamdiff2_ros.node.odometry import EgoMotion, OdometryTracker, sample_from_msg
-from wamdiff2_ros.tools.bag_io import BagError, BagReader, header_stamp_ns
+from wamdiff2_ros.tools.bag_io import BagError, BagReader, header_stamp_ns, message_class
 from wamdiff2_ros.tools.bag_layout import CAMERA_TYPES, SIM_TOPICS, TYPES, parse_ground_truth
 
 
@@ -67,6 +67,31 @@ class FrameTopics:
 
     def describe(self) -> dict:
         return {k: v for k, v in self.__dict__.items()}
+
+
+def _deserialize(raw: bytes, cls, topic: str, bag: BagReader, index: int | None = None):
+    """A message of ``cls`` from CDR bytes; BagError when the bytes are not one."""
+    try:
+        return deserialize_message(raw, cls)
+    except Exception as exc:  # noqa: BLE001 - rclpy raises RMWError (RuntimeError) et al.
+        which = f"message {index}" if index is not None else "a message"
+        raise BagError(f"bag {bag.path} is corrupt: {which} on {topic} is not a valid "
+                       f"{cls.__module__.split('.')[0]}/msg/{cls.__name__} "
+                       f"({type(exc).__name__})") from None
+
+
+def check_messages(bag: BagReader, topics: FrameTopics) -> None:
+    """BagError naming the first message of the topics an evaluation reads whose CDR bytes
+    do not deserialize (a corrupt message fails here, before any model loads)."""
+    names = (topics.camera, topics.odometry, topics.command, topics.gt_path, topics.gt_meta,
+             topics.camera_info, topics.camera_json)
+    classes = {n: message_class(bag.topics[n].msgtype, n) for n in dict.fromkeys(names)
+               if n in bag.topics}
+    count: dict[str, int] = {}
+    for topic, _, _, raw in bag.messages(list(classes)):
+        index = count.get(topic, 0)
+        count[topic] = index + 1
+        _deserialize(raw, classes[topic], topic, bag, index)
 
 
 def _find_camera(bag: BagReader) -> str:
@@ -124,16 +149,16 @@ def _ground_truth(bag: BagReader, topics: FrameTopics) -> dict[int, FrameTruth]:
     wanted = [t for t in (topics.gt_path, topics.gt_meta) if t]
     for topic, _, _, raw in bag.messages(wanted):
         if topic == topics.gt_path:
-            msg = deserialize_message(raw, Path)
+            msg = _deserialize(raw, Path, topic, bag)
             stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
             paths[stamp] = np.array([[p.pose.position.x, p.pose.position.y]
                                      for p in msg.poses], dtype=np.float64).reshape(-1, 2)
         else:
             try:
-                doc = parse_ground_truth(deserialize_message(raw, String).data)
-            except ValueError:
+                doc = parse_ground_truth(_deserialize(raw, String, topic, bag).data)
+                metas[int(doc["stamp_ns"])] = doc
+            except (ValueError, KeyError, TypeError):
                 continue        # a String topic of another tool: not ground truth
-            metas[int(doc["stamp_ns"])] = doc
     truth = {}
     for stamp in set(paths) | set(metas):
         future = paths.get(stamp)
@@ -150,13 +175,13 @@ def camera_document(bag: BagReader, topics: FrameTopics
     if topics.camera_json:
         for _, _, _, raw in bag.messages([topics.camera_json]):
             try:
-                doc = json.loads(deserialize_message(raw, String).data)
+                doc = json.loads(_deserialize(raw, String, topics.camera_json, bag).data)
             except ValueError:
                 doc = None
             break
     if topics.camera_info:
         for _, _, _, raw in bag.messages([topics.camera_info]):
-            info = deserialize_message(raw, CameraInfo)
+            info = _deserialize(raw, CameraInfo, topics.camera_info, bag)
             break
     return doc, info
 
@@ -182,14 +207,14 @@ def read_frames(bag: BagReader, topics: FrameTopics, default_command: str = "str
     for topic, _, log_ns, raw in bag.messages(wanted):
         if topic == topics.odometry:
             try:
-                tracker.update(sample_from_msg(deserialize_message(raw, Odometry)))
+                tracker.update(sample_from_msg(_deserialize(raw, Odometry, topic, bag)))
             except BadInput:
                 pass
         elif topic == topics.command and topic != topics.camera:
-            text = deserialize_message(raw, String).data.strip().lower()
+            text = _deserialize(raw, String, topic, bag).data.strip().lower()
             command = text if text in COMMANDS else default_command
         elif topic == topics.camera:
-            msg = deserialize_message(raw, msg_class)
+            msg = _deserialize(raw, msg_class, topic, bag, index)
             rgb, bad = None, None
             try:
                 rgb = to_rgb(msg)

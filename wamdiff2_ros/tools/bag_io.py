@@ -4,10 +4,12 @@ A bag is a rosbag2 directory (``metadata.yaml`` + storage file) or a bare ``.mca
 ``.db3`` storage file. Messages stay serialized (CDR bytes) here: readers hand out raw
 bytes, writers take raw bytes, so replaying or copying never re-serialises. `BagWriter`
 writes to a temporary path next to its output and moves the finished bag there only on
-success, so a failed or interrupted run leaves nothing at the output path.
+success, so a failed or interrupted run leaves nothing at the output path; the temporaries a
+killed run (SIGKILL) could not remove are removed by the next run writing the same output.
 """
 from __future__ import annotations
 
+import errno
 import functools
 import importlib
 import os
@@ -68,11 +70,28 @@ def _describe(path: Path, exc: BaseException) -> str:
             f"({reason.rstrip('.')})")
 
 
+def usable_path(path: str | os.PathLike, what: str = "bag") -> Path:
+    """``path`` as a Path; BagError when it (or a folder above it) is a symbolic link loop
+    or cannot be looked at. A path that does not exist is returned as it is."""
+    path = Path(path)
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        return path
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise BagError(f"{what} {path} is a symbolic link loop") from None
+        raise BagError(f"{what} {path} cannot be used: {exc.strerror or exc}") from None
+    return path
+
+
 class BagReader:
     """A bag opened for reading (context manager); every reading error is a BagError."""
 
     def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
+        self.path = usable_path(path)
+        if self.path.is_symlink() and not self.path.exists():
+            raise BagError(f"bag {self.path} is a symbolic link to a missing target")
         if not self.path.exists():
             raise BagError(f"bag {self.path} does not exist")
         if self.path.is_file() and self.path.suffix not in FILE_SUFFIXES:
@@ -223,11 +242,13 @@ class BagWriter:
 
     def __init__(self, out: str | os.PathLike, fmt: str | None = None,
                  compress: bool = True):
-        self.out, self.format, self.single_file = output_layout(out, fmt)
-        if self.out.exists():
+        self.out, self.format, self.single_file = output_layout(usable_path(out, "output"),
+                                                                fmt)
+        if self.out.exists() or self.out.is_symlink():
             raise BagError(f"output {self.out} already exists; remove it or choose another "
                            "path")
         self.out.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_partials(self.out)
         self._tmp_root = self.out.parent / f".{self.out.name}.partial-{os.getpid()}"
         shutil.rmtree(self._tmp_root, ignore_errors=True)
         self._tmp_root.mkdir()
@@ -323,3 +344,33 @@ def remove_staged(staged: Path) -> None:
         shutil.rmtree(staged, ignore_errors=True)
     else:
         staged.unlink(missing_ok=True)
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` exists (one of another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_partials(final: Path) -> list[Path]:
+    """Remove the staged ``.NAME.partial-PID`` siblings of ``final`` whose process no longer
+    runs (what a SIGKILLed run leaves behind); returns the removed paths."""
+    final = Path(final)
+    prefix = f".{final.name}.partial-"
+    removed = []
+    try:
+        siblings = list(final.parent.iterdir())
+    except OSError:
+        return removed
+    for path in sorted(siblings):
+        pid = path.name[len(prefix):]
+        if path.name.startswith(prefix) and pid.isdigit() and int(pid) != os.getpid() \
+                and not _running(int(pid)):
+            remove_staged(path)
+            removed.append(path)
+    return removed

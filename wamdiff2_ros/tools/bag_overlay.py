@@ -9,6 +9,7 @@ own (`wamdiff2_core.sim.camera.project`), the one its renderer is tested against
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -96,6 +97,8 @@ def draw_overlay(rgb: np.ndarray, camera: CameraModel, planned: np.ndarray | Non
 
 
 def write_png(path, rgb: np.ndarray) -> None:
-    """Write an RGB image as PNG (OSError if it cannot be written)."""
-    if not cv2.imwrite(str(path), cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR)):
-        raise OSError(f"cannot write {path}")
+    """Write an RGB image as PNG (OSError, with its errno, if it cannot be written)."""
+    ok, png = cv2.imencode(".png", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR))
+    if not ok:
+        raise ValueError(f"cannot encode {path} as PNG")
+    Path(path).write_bytes(png.tobytes())
