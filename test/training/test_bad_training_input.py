@@ -100,7 +100,8 @@ def test_output_dir_that_is_a_file(toy_data, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("content,message", [
-    (b"not json at all", "is not valid JSON"),
+    (b"not json at all", "line 1 is not a JSON record"),
+    (b"[not json at all", "is not valid JSON"),
     (b"\x89PNG\r\n\x1a\n\xff\xfe binary", "is not a UTF-8 text file"),
     (b"[1, 2]", "record 0 of"),
     (b'{"id": 1, "conversations": 5}', "record 0 of"),

@@ -145,8 +145,10 @@ def read_records(path: str | os.PathLike) -> list:
     valid JSON, not a list, or empty."""
     path = Path(path)
     try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not a UTF-8 text file (JSON or JSONL)") from None
+    except OSError as exc:
         raise ValueError(f"cannot read records file {path}: {exc}") from None
     if path.suffix != ".jsonl" and text.lstrip().startswith("["):
         try:

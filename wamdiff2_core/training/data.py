@@ -43,9 +43,7 @@ def load_samples(root: str | Path, split: str = "train.json", tasks: tuple[str, 
                           f"holding data.split, or a records file)")
     try:
         records = read_records(file)
-    except UnicodeDecodeError:
-        raise RecipeError(f"{file} is not a UTF-8 text file (JSON or JSONL)") from None
-    except (ValueError, OSError) as exc:
+    except ValueError as exc:
         raise RecipeError(str(exc)) from None
     out = []
     for i, rec in enumerate(records):
