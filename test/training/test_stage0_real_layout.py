@@ -43,7 +43,8 @@ def test_stage0_from_a_sharded_qwen3_vl_checkpoint(shape, tmp_path, data_dir):
     assert section["paradigm"] == "ar" and section["block_size"] == 1
     assert section["mask_token_id"] == 151671 and section["eoa_token_id"] == 151645
 
-    planner = Planner.from_pretrained(final, decode=DecodeConfig(max_new_tokens=8, constrained=False))
+    planner = Planner.from_pretrained(final,
+                                      decode=DecodeConfig(max_new_tokens=8, constrained=False))
     model = planner.model
     assert set(model.sources.values()) == {"wamdiff2 section"}
     assert model.processor.config.image_mean == (0.5, 0.5, 0.5)
