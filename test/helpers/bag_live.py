@@ -18,8 +18,10 @@ from wamdiff2_ros.tools.demo import node_idle
 from wamdiff2_ros.tools.demo_graph import NodeProcess, OutputRecorder, node_state
 
 OUT = OutputTopics()
-# The untrained preset, one 32-token block in 4 steps: a fraction of a second per frame.
-FAST_TINY = {"checkpoint": "tiny", "decode.max_new_tokens": 32, "decode.steps_per_block": 4}
+# The untrained preset, one 32-token block in 4 steps: a fraction of a second per frame;
+# no plan cut short by the plan timeout on a loaded machine.
+FAST_TINY = {"checkpoint": "tiny", "decode.max_new_tokens": 32, "decode.steps_per_block": 4,
+             "plan_timeout_s": 0.0}
 
 
 def camera_stamps(bag_path) -> list[int]:
@@ -41,7 +43,8 @@ def replay_into_node(bag_path, domain: int, tmp_path, overrides: dict, rate: flo
     """Start the node (one torch thread: robust to other load on the cores), wait until it
     is active, replay with the `wamdiff2 bag replay` command (remapped onto its inputs), and
     wait until every frame is answered or the node has nothing left to plan."""
-    node = NodeProcess(domain, tmp_path / "node.log", {"max_input_age_s": 0.0, **overrides},
+    node = NodeProcess(domain, tmp_path / "node.log", {"max_input_age_s": 0.0,
+                                                       "plan_timeout_s": 0.0, **overrides},
                        env={"OMP_NUM_THREADS": "1"})
     context = Context()
     rclpy.init(args=[], context=context, domain_id=domain)

@@ -57,7 +57,7 @@ def test_planning_decode_overrides_only_what_is_set():
 
 def test_params_file_declares_exactly_the_node_parameters_with_their_defaults():
     tree = yaml.safe_load(PARAMS_FILE.read_text())
-    values = _flatten(tree["wamdiff2_planner"]["ros__parameters"])
+    values = _flatten(tree["/**"]["ros__parameters"])         # any namespace, any name
     assert values == _defaults()
 
 
@@ -84,6 +84,9 @@ def test_every_parameter_has_a_description_and_numbers_have_ranges():
     ("default_command", "reverse", "default_command"),
     ("image_transport", "theora", "image_transport"),
     ("camera_qos", "fast", "camera_qos"),
+    ("odometry_qos", "best", "odometry_qos"),
+    ("backend", "bogus", "backend"),
+    ("fallback", "coast", "fallback"),
     ("output_frame", "  ", "output_frame"),
 ])
 def test_invalid_values_are_rejected_with_the_parameter_and_reason(name, value, reason):
@@ -211,6 +214,15 @@ def test_decode_values_inverts_decode_config():
                                                 commit_rule="sequential", max_new_tokens=16)):
         values = dict(_defaults(), **params.decode_values(decode))
         assert params.decode_config(values) == decode
+
+
+def test_main_exits_2_on_a_bogus_backend(ros_domain, monkeypatch, capsys):
+    """docs/ros.md promises exit 2 for an invalid parameter at start-up; backend included."""
+    monkeypatch.setenv("ROS_DOMAIN_ID", str(ros_domain))
+    code = main(["planner_node", "--ros-args", "-p", "backend:=bogus"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "backend" in err and "bogus" in err and "fast" in err
 
 
 def test_main_exits_2_on_malformed_ros_arguments(capsys):
