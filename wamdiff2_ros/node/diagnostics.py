@@ -131,10 +131,13 @@ def diagnostic_array(stats: NodeStats, name: str, hardware_id: str, stamp,
                      level: bytes | None = None, message: str | None = None,
                      conditions: list[Condition] = ()) -> DiagnosticArray:
     """One DiagnosticArray with the node's status; `level`/`message` override the summary
-    (a problem reported at once: its level, never below the standing conditions')."""
+    (a problem reported at once: its own level, raised to the standing conditions' and the
+    lifecycle state's when they are worse; earlier problems do not change it)."""
     summary_level, summary_message = stats.level_and_message(conditions)
-    if level is not None and _RANK[summary_level] > _RANK[level]:
-        level = summary_level
+    if level is not None:
+        state = stats.state_condition()
+        standing = [lv for lv, _ in ([state] if state else []) + list(conditions)]
+        level = max([level, *standing], key=lambda lv: _RANK[lv])
     status = DiagnosticStatus(
         level=summary_level if level is None else level,
         name=name, hardware_id=hardware_id,
