@@ -371,7 +371,6 @@ def main(args: list[str] | None = None) -> int:
 
 
 def _run(args: list[str] | None) -> int:
-    import faulthandler; faulthandler.register(signal.SIGUSR1)  # DEBUG
     try:
         rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     except RuntimeError as exc:   # rclpy's RCLError: malformed --ros-args
