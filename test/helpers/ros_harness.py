@@ -155,7 +155,8 @@ class RosClient:
     """The test side: publishers to the node's inputs, recorders of its outputs (`node`: the
     planner's full name, e.g. /ego/wamdiff2_planner)."""
 
-    def __init__(self, domain: int, name: str = "wamdiff2_test_client", node: str = NODE):
+    def __init__(self, domain: int, name: str = "wamdiff2_test_client", node: str = NODE,
+                 camera_qos: QoSProfile | None = None):
         self.context = Context()
         rclpy.init(context=self.context, domain_id=domain)
         self.node = rclpy.create_node(name, context=self.context)
@@ -164,8 +165,8 @@ class RosClient:
         self._lock = threading.Lock()
         self.received: dict[str, list[tuple[float, Any]]] = {
             k: [] for k in ("path", "markers", "answer", "status", "diagnostics")}
-        camera_qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1,
-                                reliability=ReliabilityPolicy.RELIABLE)
+        camera_qos = camera_qos or QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1,
+                                              reliability=ReliabilityPolicy.RELIABLE)
         small = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10,
                            reliability=ReliabilityPolicy.RELIABLE)
         self.image_pub = self.node.create_publisher(Image, f"{base}/input/image", camera_qos)

@@ -116,6 +116,7 @@ class InputCallbacks:
     @guarded
     def odometry(self, msg) -> None:
         cfg = self._links.config()
+        self._links.count("odometry_received")
         self._health.seen(ODOMETRY)
         resets = self._odometry.resets
         try:

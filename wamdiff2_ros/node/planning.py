@@ -200,6 +200,7 @@ class PlanningHandler:
         self._out.status(outputs.plan_status_msg(frame.header.stamp, self._status_name(),
                                                  plan.source, reason, command, plan.age_s))
         self._stats.count("paths_published")
+        self._log.debug(f"frame {frame.stamp:.3f}: {plan.source} path published ({text})")
         return [*outputs.path_markers(path),
                 _status_marker(config.output_frame, frame.header.stamp, text,
                                plan.source == MODEL)]
