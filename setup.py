@@ -26,7 +26,8 @@ SIM = [
     "matplotlib>=3.8",
 ]
 BAGS = ["rosbags==0.11.9", "opencv-python-headless>=4.9"]
-TEST = ["pytest>=8", "pytest-timeout>=2.3", "hypothesis>=6.100"]
+TEST = ["pytest>=8", "pytest-timeout>=2.3", "hypothesis>=6.100",
+        "colcon-common-extensions>=0.3"]           # the colcon build test (docs/ros.md)
 
 setup(
     name=PACKAGE,

@@ -39,10 +39,11 @@ def status_stamps(recorder: OutputRecorder) -> set[int]:
 
 
 def replay_into_node(bag_path, domain: int, tmp_path, overrides: dict, rate: float,
-                     timeout_s: float) -> OutputRecorder:
+                     timeout_s: float, clock: bool = False) -> OutputRecorder:
     """Start the node (one torch thread: robust to other load on the cores), wait until it
-    is active, replay with the `wamdiff2 bag replay` command (remapped onto its inputs), and
-    wait until every frame is answered or the node has nothing left to plan."""
+    is active, replay with the `wamdiff2 bag replay` command (remapped onto its inputs;
+    `clock`: with --clock), and wait until every frame is answered or the node has nothing
+    left to plan."""
     node = NodeProcess(domain, tmp_path / "node.log", {"max_input_age_s": 0.0,
                                                        "plan_timeout_s": 0.0, **overrides},
                        env={"OMP_NUM_THREADS": "1"})
@@ -57,6 +58,7 @@ def replay_into_node(bag_path, domain: int, tmp_path, overrides: dict, rate: flo
         remaps = [f"--remap={a}:={b}" for a, b in node_input_remaps().items()]
         proc = subprocess.run(
             [WAMDIFF2, "bag", "replay", str(bag_path), "--rate", str(rate), *remaps,
+             *(["--clock"] if clock else []),
              "--topics", SIM_TOPICS.image, SIM_TOPICS.odometry, SIM_TOPICS.command,
              "--wait-for", SIM_TOPICS.image, SIM_TOPICS.odometry, SIM_TOPICS.command],
             env=dict(os.environ, ROS_DOMAIN_ID=str(domain)), capture_output=True, text=True,

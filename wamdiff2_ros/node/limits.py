@@ -53,7 +53,8 @@ def check_question(text: str, max_chars: int, max_tokens: int,
 def check_not_future(stamp_s: float, now_s: float, max_future_s: float, what: str,
                      kind: str) -> None:
     """BadInput `kind` when `stamp_s` is more than `max_future_s` ahead of `now_s` (the node
-    clock); 0 disables the check."""
-    if max_future_s > 0 and stamp_s - now_s > max_future_s:
+    clock); 0 disables the check, and a clock still at 0 (use_sim_time before the first
+    /clock message) is not checked against."""
+    if max_future_s > 0 and now_s > 0 and stamp_s - now_s > max_future_s:
         raise BadInput(kind, f"{what} stamped {stamp_s:.3f} is {stamp_s - now_s:.2f} s ahead "
                              f"of the node clock (max_future_s {max_future_s:g}); dropped")
