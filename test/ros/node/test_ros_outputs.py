@@ -70,11 +70,22 @@ def test_markers_clear_then_draw_path_and_detections():
 
 
 def test_detections_message_only_where_vision_msgs_exists():
-    msg = outputs.detections_msg([Detection((0, 0, 4, 2), "car")], Header())
-    if outputs.HAVE_VISION_MSGS:
-        assert msg.detections[0].bbox.size_x == 4
-    else:
+    header = Header(stamp=Time(sec=4, nanosec=2), frame_id="camera_front")
+    msg = outputs.detections_msg([Detection((10, 20, 50, 40), "car", 0.75)], header)
+    if not outputs.HAVE_VISION_MSGS:
         assert msg is None
+        return
+    from rclpy.serialization import deserialize_message, serialize_message
+
+    back = deserialize_message(serialize_message(msg), type(msg))   # well-formed on the wire
+    (det,) = back.detections
+    assert back.header == header and det.header == header
+    assert (det.bbox.center.position.x, det.bbox.center.position.y) == (30.0, 30.0)
+    assert (det.bbox.size_x, det.bbox.size_y) == (40.0, 20.0)
+    assert det.results[0].hypothesis.class_id == "car"
+    assert det.results[0].hypothesis.score == pytest.approx(0.75)
+    empty = outputs.detections_msg([], header)                      # a failed detection
+    assert empty.detections == [] and empty.header == header
 
 
 def test_diagnostics_report_counters_latency_and_the_worst_recent_problem():
