@@ -21,8 +21,8 @@ OK, WARN, ERROR = DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.E
 _RANK = {OK: 0, WARN: 1, ERROR: 2}
 
 # Counters every report carries (zero until they happen), in this order.
-COUNTERS = ("frames_received", "odometry_received", "frames_planned", "paths_published", "fallback_paths",
-            "dropped_frames", "stale_frames", "future_frames", "parse_failures", "model_errors",
+COUNTERS = ("frames_received", "odometry_received", "frames_planned", "paths_published",
+            "fallback_paths", "dropped_frames", "stale_frames", "future_frames", "parse_failures", "model_errors",
             "plan_timeouts", "bad_input", "questions_answered", "questions_refused")
 
 #: Lifecycle state -> the level it stands for (only `active` plans; a failed configure and

@@ -244,8 +244,8 @@ class NodeConfig:
     diagnostics_period_s: float
 
 
-_FLOATS = ("max_planning_rate_hz", "max_input_age_s", "plan_timeout_s", "max_future_s", "max_odometry_age_s",
-           "max_speed_mps", "max_accel_mps2", "input_timeout_s", "fallback_max_age_s",
+_FLOATS = ("max_planning_rate_hz", "max_input_age_s", "plan_timeout_s", "max_future_s",
+           "max_odometry_age_s", "max_speed_mps", "max_accel_mps2", "input_timeout_s", "fallback_max_age_s",
            "stop_decel_mps2", "log_throttle_s")
 _INTS = ("max_question_chars", "max_question_tokens", "max_command_chars", "max_image_pixels",
          "max_echo_chars")

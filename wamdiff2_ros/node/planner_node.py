@@ -7,6 +7,7 @@ the `autostart` parameter (default true) the node configures and activates itsel
 """
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -371,6 +372,9 @@ def main(args: list[str] | None = None) -> int:
 
 
 def _run(args: list[str] | None) -> int:
+    # No progress bars in a node's log (transformers' "Loading weights" bar reads this when
+    # it is imported, at configure): the log says "loading ..." and "warmed up" instead.
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     try:
         rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     except RuntimeError as exc:   # rclpy's RCLError: malformed --ros-args

@@ -127,6 +127,7 @@ def test_path_of_8_poses_from_the_bundled_model(ros_domain, tmp_path):
     try:
         client.wait_ready(node, timeout=300)
         client.wait_matched(client.image_pub)
+        assert "Loading weights" not in node.output()        # no progress bar in a node's log
         # The bundled CPU model does not produce a parseable plan for every frame (see the
         # training note), so frames are sent one at a time until one is planned; every frame
         # is answered (markers say "no plan" when the answer does not parse).
