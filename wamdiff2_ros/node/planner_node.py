@@ -18,7 +18,7 @@ from diagnostic_msgs.msg import DiagnosticArray
 from nav_msgs.msg import Odometry, Path
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from rclpy.clock import JumpThreshold
+from rclpy.clock import Clock, ClockType, JumpThreshold
 from rclpy.duration import Duration
 from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
@@ -89,10 +89,14 @@ class PlannerNode(LifecycleNode):
             count_tokens=self._count_tokens, bad_input=self._bad_input,
             on_error=self._callback_error, answer_refused=self._answer_refused,
             count=self.stats.count), self._odometry, self.health)
+        # Steady-clock timers: with use_sim_time they run before the first /clock and at any
+        # replay rate (a node's health is reported in real time).
+        steady = Clock(clock_type=ClockType.STEADY_TIME)
         self._diag_timer = self.create_timer(self.config.diagnostics_period_s,
-                                             self._diagnostics_callback)
+                                             self._diagnostics_callback, clock=steady)
         self._qos_timer = self.create_timer(QOS_REFRESH_S, self._refresh_qos_callback,
-                                            callback_group=MutuallyExclusiveCallbackGroup())
+                                            callback_group=MutuallyExclusiveCallbackGroup(),
+                                            clock=steady)
         self._jump = self.get_clock().create_jump_callback(
             JumpThreshold(min_forward=None, min_backward=Duration(seconds=-1.0),
                           on_clock_change=True), post_callback=self._time_jumped)

@@ -108,3 +108,19 @@ def test_diagnostics_follow_the_lifecycle_and_the_inputs(ros_domain, tmp_path):
     finally:
         client.close()
         node.stop()
+
+
+def test_diagnostics_keep_coming_on_sim_time_before_any_clock(ros_domain, tmp_path):
+    """use_sim_time with no /clock yet: the summary still comes every diagnostics_period_s
+    (its timer runs on the steady clock), saying the node is unconfigured."""
+    node = NodeProcess(ros_domain, tmp_path, dict(FAST_TINY, autostart=False,
+                                                  use_sim_time=True))
+    client = RosClient(ros_domain)
+    try:
+        client.wait_for(lambda: len([m for _, m in client.messages("diagnostics")
+                                     if diag_values(m).get("state") == "unconfigured"]) >= 3,
+                        120, "three periodic summaries")
+        assert node.alive(), node.output()
+    finally:
+        client.close()
+        node.stop()
