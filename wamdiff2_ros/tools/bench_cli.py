@@ -11,6 +11,19 @@ from wamdiff2_core.sim.camera import parse_resolution
 from wamdiff2_core.types import bundled_checkpoint_path
 
 
+def _node_options(parser: argparse.ArgumentParser) -> None:
+    """What both node benchmarks take: the model, decoding, camera size, params file, domain,
+    and a JSON copy of the numbers."""
+    add_model_arguments(parser)
+    add_decode_options(parser, ("max_new_tokens",))
+    parser.add_argument("--size", default="640x360", help="camera WIDTHxHEIGHT (640x360)")
+    parser.add_argument("--params-file", default=None,
+                        help="node parameters (default: the package's config/wamdiff2.yaml)")
+    parser.add_argument("--domain-id", type=int, default=0,
+                        help="ROS_DOMAIN_ID for the run (default: derived from the pid)")
+    parser.add_argument("--json", metavar="PATH", help="also write the numbers as JSON")
+
+
 def register(subparsers) -> None:
     bench = subgroup(subparsers, "bench")
     parser = bench.add_parser(
@@ -18,15 +31,8 @@ def register(subparsers) -> None:
         description="Start planner_node with the params file, publish simulator frames one "
                     "at a time over DDS and time image -> Path (p50, p95) next to "
                     "Planner.plan on the same frames in this process.")
-    add_model_arguments(parser)
-    add_decode_options(parser, ("max_new_tokens",))
+    _node_options(parser)
     parser.add_argument("--frames", type=int, default=20, help="timed frames (default 20)")
-    parser.add_argument("--size", default="640x360", help="camera WIDTHxHEIGHT (640x360)")
-    parser.add_argument("--params-file", default=None,
-                        help="node parameters (default: the package's config/wamdiff2.yaml)")
-    parser.add_argument("--domain-id", type=int, default=0,
-                        help="ROS_DOMAIN_ID for the run (default: derived from the pid)")
-    parser.add_argument("--json", metavar="PATH", help="also write the numbers as JSON")
     parser.set_defaults(func=run)
 
     soak = bench.add_parser(
@@ -35,16 +41,9 @@ def register(subparsers) -> None:
                     "frames (with odometry at their speed) at --rate for --minutes, and "
                     "report the node's RSS (start, end, max), Paths per minute by source "
                     "and image -> Path latency p50/p95.")
-    add_model_arguments(soak)
-    add_decode_options(soak, ("max_new_tokens",))
+    _node_options(soak)
     soak.add_argument("--minutes", type=float, default=10.0, help="duration (default 10)")
     soak.add_argument("--rate", type=float, default=15.0, help="camera Hz (default 15)")
-    soak.add_argument("--size", default="640x360", help="camera WIDTHxHEIGHT (640x360)")
-    soak.add_argument("--params-file", default=None,
-                      help="node parameters (default: the package's config/wamdiff2.yaml)")
-    soak.add_argument("--domain-id", type=int, default=0,
-                      help="ROS_DOMAIN_ID for the run (default: derived from the pid)")
-    soak.add_argument("--json", metavar="PATH", help="also write the numbers as JSON")
     soak.set_defaults(func=run_soak)
 
 

@@ -11,6 +11,7 @@ without requiring odometry and without a plan timeout (the bare planner has neit
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -252,6 +253,28 @@ def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen, log):
     raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
+@contextlib.contextmanager
+def running_node(cfg: BenchConfig):
+    """`planner_node` started with the bench's parameters, and a NodeClient on its domain:
+    yields (process, its log file, client); on exit the client closes and the node gets
+    SIGINT (killed if it is not gone after 60 s)."""
+    domain = cfg.domain_id or 1 + os.getpid() % 101
+    log = tempfile.TemporaryFile("w+")
+    proc = subprocess.Popen(node_command(cfg), env=dict(os.environ, ROS_DOMAIN_ID=str(domain)),
+                            stdout=log, stderr=subprocess.STDOUT, text=True)
+    client = NodeClient(domain)
+    try:
+        yield proc, log, client
+    finally:
+        client.close()
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
 def run_bench(cfg: BenchConfig) -> BenchResult:
     """Time each frame through the bare planner, then through the node, frame by frame.
 
@@ -263,15 +286,9 @@ def run_bench(cfg: BenchConfig) -> BenchResult:
     frames = bench_frames(cfg.frames + cfg.warmup_frames, cfg.width, cfg.height)
     result = BenchResult(frames=cfg.frames)
     bare = _BarePlanner(cfg)
-    domain = cfg.domain_id or 1 + os.getpid() % 101
-    env = dict(os.environ, ROS_DOMAIN_ID=str(domain))
-    log = tempfile.TemporaryFile("w+")
-    proc = subprocess.Popen(node_command(cfg), env=env, stdout=log, stderr=subprocess.STDOUT,
-                            text=True)
-    client = NodeClient(domain)
-    try:
+    with running_node(cfg) as (proc, log, client):
         wait_for(lambda: client.pub.get_subscription_count() > 0, cfg.timeout_s,
-              "the node to load, warm up and subscribe", proc, log)
+                 "the node to load, warm up and subscribe", proc, log)
         for i, rgb in enumerate(frames):
             timed = i >= cfg.warmup_frames
             planner_ms, parsed = bare.time_plan(rgb)
@@ -286,9 +303,9 @@ def run_bench(cfg: BenchConfig) -> BenchResult:
             msg.header.frame_id = "camera_front"
             start = time.perf_counter()
             client.pub.publish(msg)
-            markers_at = wait_for(lambda: client.arrival("markers", now_ns) and
-                               client.arrival("status", now_ns), cfg.timeout_s,
-                               f"the node's result for frame {i}", proc, log)
+            wait_for(lambda: client.arrival("markers", now_ns) and
+                     client.arrival("status", now_ns), cfg.timeout_s,
+                     f"the node's result for frame {i}", proc, log)
             markers_at = client.arrival("markers", now_ns)
             path_at = client.arrival("path", now_ns) if client.source(now_ns) == "model" \
                 else None
@@ -296,12 +313,4 @@ def run_bench(cfg: BenchConfig) -> BenchResult:
                 result.node_result_ms.append((markers_at - start) * 1e3)
                 if path_at is not None:
                     result.node_path_ms.append((path_at - start) * 1e3)
-    finally:
-        client.close()
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
     return result

@@ -11,17 +11,13 @@ counters from its last /diagnostics.
 from __future__ import annotations
 
 import math
-import os
-import signal
-import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from wamdiff2_ros.tools.node_bench import BenchConfig, NodeClient, node_command, wait_for
+from wamdiff2_ros.tools.node_bench import BenchConfig, running_node, wait_for
 
 
 @dataclass(frozen=True)
@@ -108,11 +104,6 @@ def run_soak(cfg: SoakConfig, say=print) -> SoakResult:
 
     b = cfg.bench
     frames = _sim_frames(cfg.frames, b.width, b.height)
-    domain = b.domain_id or 1 + os.getpid() % 101
-    log = tempfile.TemporaryFile("w+")
-    proc = subprocess.Popen(node_command(b), env=dict(os.environ, ROS_DOMAIN_ID=str(domain)),
-                            stdout=log, stderr=subprocess.STDOUT, text=True)
-    client = NodeClient(domain)
     last_diag: dict[str, str] = {}
 
     def on_diag(msg) -> None:
@@ -121,11 +112,11 @@ def run_soak(cfg: SoakConfig, say=print) -> SoakResult:
             if "frames_planned" in values:
                 last_diag.clear()
                 last_diag.update(values)
-    client.node.create_subscription(DiagnosticArray, "/diagnostics", on_diag,
-                                    QoSProfile(depth=10,
-                                               reliability=ReliabilityPolicy.RELIABLE))
     result, sent_at = SoakResult(), {}
-    try:
+    with running_node(b) as (proc, log, client):
+        client.node.create_subscription(DiagnosticArray, "/diagnostics", on_diag,
+                                        QoSProfile(depth=10,
+                                                   reliability=ReliabilityPolicy.RELIABLE))
         wait_for(lambda: client.pub.get_subscription_count() > 0, b.timeout_s,
                  "the node to load, warm up and subscribe", proc, log)
         images = []
@@ -175,12 +166,4 @@ def run_soak(cfg: SoakConfig, say=print) -> SoakResult:
             if source == "model" and arrived is not None:
                 result.latency_ms.append((arrived - sent) * 1e3)
         result.diagnostics = dict(last_diag)
-    finally:
-        client.close()
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
     return result
