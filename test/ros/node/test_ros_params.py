@@ -234,3 +234,19 @@ def test_docs_list_every_parameter():
     docs = (PARAMS_FILE.parents[1] / "docs" / "ros.md").read_text()
     missing = [p.name for p in params.PARAMS if f"| `{p.name}` |" not in docs]
     assert not missing, f"docs/ros.md has no row for {missing}"
+
+
+def test_detection_without_vision_msgs_is_a_standing_warning(context, monkeypatch):
+    """Issue 15: with `detection` in `tasks` and no vision_msgs, detections are not silently
+    dropped: /diagnostics carries a WARN saying so (and configure logs it)."""
+    from wamdiff2_ros.node import outputs
+
+    node = _node(context, tasks=["planning", "detection"])
+    try:
+        monkeypatch.setattr(outputs, "HAVE_VISION_MSGS", False)
+        (warning,) = [c for c in node._conditions() if "vision_msgs" in c[1]]
+        assert warning[0] == b"\x01" and "~/output/detections" in warning[1]
+        monkeypatch.setattr(outputs, "HAVE_VISION_MSGS", True)
+        assert not [c for c in node._conditions() if "vision_msgs" in c[1]]
+    finally:
+        node.destroy_node()
