@@ -26,7 +26,8 @@ SIM = [
     "matplotlib>=3.8",
 ]
 BAGS = ["rosbags==0.11.9", "opencv-python-headless>=4.9"]
-TEST = ["pytest>=8", "pytest-timeout>=2.3", "hypothesis>=6.100"]
+TEST = ["pytest>=8", "pytest-timeout>=2.3", "hypothesis>=6.100",
+        "colcon-common-extensions>=0.3"]           # the colcon build test (docs/ros.md)
 
 setup(
     name=PACKAGE,
@@ -43,7 +44,7 @@ setup(
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),
         (f"share/{PACKAGE}/launch", glob("launch/*.py")),
-        (f"share/{PACKAGE}/config", glob("config/*.yaml")),
+        (f"share/{PACKAGE}/config", glob("config/*.yaml") + glob("config/*.xml")),
         (f"share/{PACKAGE}/config/training", glob("config/training/*.yaml")),
     ],
     install_requires=[

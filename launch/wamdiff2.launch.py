@@ -2,56 +2,91 @@
 
     ros2 launch wamdiff2_ros wamdiff2.launch.py \
         camera_topic:=/front_camera/image_raw odometry_topic:=/odom \
-        [params_file:=my.yaml] [checkpoint:=/path/to/ckpt] [namespace:=ego]
+        [params_file:=my.yaml] [checkpoint:=/path/to/ckpt] [namespace:=ego] \
+        [command_topic:=/route/command] [path_topic:=/planning/path] ... \
+        [use_sim_time:=true] [log_level:=debug] [dds_profile:='']
 
-`camera_topic` is remapped onto ~/input/image, and `<camera_topic>/compressed` onto
-~/input/image/compressed (which one the node reads is the `image_transport` parameter).
-The node is a lifecycle node that configures and activates itself (`autostart: true` in the
-params file); with `autostart: false`, drive it with `ros2 lifecycle set`.
+Every topic of the node can be remapped: `camera_topic` onto ~/input/image (and
+`<camera_topic>/compressed` onto ~/input/image/compressed: which one the node reads is the
+`image_transport` parameter), the others (REMAPS below) only when given. The params file is
+keyed `/**`, so it applies under any namespace. The node is a lifecycle node that configures
+and activates itself (`autostart: true`); with `autostart: false`, drive it with
+`ros2 lifecycle set`. `dds_profile` (default: the package's config/fastdds_node.xml, unless
+FASTRTPS_DEFAULT_PROFILES_FILE is already set) is the Fast DDS profile under which
+best-effort full-size frames arrive; '' keeps the environment's setting.
 """
 import os
 
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
-from launch.substitutions import LaunchConfiguration
+from launch.substitutions import EnvironmentVariable, LaunchConfiguration
 from launch_ros.actions import Node
 
 PACKAGE = "wamdiff2_ros"
+NODE_NAME = "wamdiff2_planner"
+PROFILE_VARIABLE = "FASTRTPS_DEFAULT_PROFILES_FILE"
+
+# launch argument -> the node's topic it remaps (when the argument is not empty)
+REMAPS = {
+    "odometry_topic": "~/input/odometry",
+    "command_topic": "~/input/command",
+    "question_topic": "~/input/question",
+    "path_topic": "~/output/path",
+    "markers_topic": "~/output/markers",
+    "detections_topic": "~/output/detections",
+    "answer_topic": "~/output/answer",
+    "status_topic": "~/output/status",
+}
+CAMERA_REMAPS = ("~/input/image", "~/input/image/compressed")
+
+
+def _is_true(text: str) -> bool:
+    return text.strip().lower() in ("true", "1", "yes")
 
 
 def _planner_node(context):
     """The node action; `checkpoint` overrides the params file only when it is given."""
-    parameters = [LaunchConfiguration("params_file").perform(context),
-                  {"use_sim_time": LaunchConfiguration("use_sim_time").perform(context)
-                   .lower() in ("true", "1")}]
-    checkpoint = LaunchConfiguration("checkpoint").perform(context)
-    if checkpoint:
-        parameters.append({"checkpoint": checkpoint})
-    camera = LaunchConfiguration("camera_topic").perform(context)
-    remappings = [
-        ("~/input/image", camera),
-        ("~/input/image/compressed", camera.rstrip("/") + "/compressed"),
-        ("~/input/odometry", LaunchConfiguration("odometry_topic").perform(context)),
-    ]
+    def arg(name: str) -> str:
+        return LaunchConfiguration(name).perform(context)
+
+    parameters = [arg("params_file"), {"use_sim_time": _is_true(arg("use_sim_time"))}]
+    if arg("checkpoint"):
+        parameters.append({"checkpoint": arg("checkpoint")})
+    camera = arg("camera_topic")
+    remappings = []
+    if camera:
+        remappings += [(CAMERA_REMAPS[0], camera),
+                       (CAMERA_REMAPS[1], camera.rstrip("/") + "/compressed")]
+    remappings += [(topic, arg(name)) for name, topic in REMAPS.items() if arg(name)]
+    profile = arg("dds_profile")
+    # the node's own logger (`ego.wamdiff2_planner` under namespace ego), not rcl's and DDS's
+    logger = ".".join([*arg("namespace").strip("/").split("/"), NODE_NAME]).lstrip(".")
     return [Node(
         package=PACKAGE,
         executable="planner_node",
-        name="wamdiff2_planner",
-        namespace=LaunchConfiguration("namespace"),
+        name=NODE_NAME,
+        namespace=arg("namespace"),
         parameters=parameters,
         remappings=remappings,
+        ros_arguments=["--log-level", f"{logger}:={arg('log_level')}"],
+        additional_env={PROFILE_VARIABLE: profile} if profile else None,
         output="screen",
         emulate_tty=True,
     )]
 
 
 def generate_launch_description():
-    default_params = os.path.join(get_package_share_directory(PACKAGE), "config",
-                                  "wamdiff2.yaml")
+    share = get_package_share_directory(PACKAGE)
+    default_params = os.path.join(share, "config", "wamdiff2.yaml")
+    default_profile = os.path.join(share, "config", "fastdds_node.xml")
+    topic_arguments = [
+        DeclareLaunchArgument(name, default_value="",
+                              description=f"Topic remapped onto {topic} (empty: not remapped)")
+        for name, topic in REMAPS.items() if name != "odometry_topic"]
     return LaunchDescription([
         DeclareLaunchArgument("params_file", default_value=default_params,
-                              description="Node parameters (wamdiff2_planner: "
+                              description="Node parameters (a file keyed /**: "
                                           "ros__parameters:)"),
         DeclareLaunchArgument("checkpoint", default_value="",
                               description="Checkpoint directory or preset; empty: the params "
@@ -60,11 +95,22 @@ def generate_launch_description():
                               description="Namespace of the node and its topics"),
         DeclareLaunchArgument("camera_topic", default_value="/camera/image_raw",
                               description="Camera topic remapped onto ~/input/image "
-                                          "(+ /compressed onto ~/input/image/compressed)"),
+                                          "(+ /compressed onto ~/input/image/compressed); "
+                                          "empty: not remapped"),
         DeclareLaunchArgument("odometry_topic", default_value="/odom",
                               description="nav_msgs/Odometry topic remapped onto "
-                                          "~/input/odometry"),
+                                          "~/input/odometry; empty: not remapped"),
+        *topic_arguments,
         DeclareLaunchArgument("use_sim_time", default_value="false",
-                              description="Use /clock (simulation or bag replay)"),
+                              description="Use /clock (simulation or bag replay --clock)"),
+        DeclareLaunchArgument("log_level", default_value="info",
+                              description="The node's log level: debug | info | warn | error "
+                                          "| fatal"),
+        DeclareLaunchArgument("dds_profile",
+                              default_value=EnvironmentVariable(PROFILE_VARIABLE,
+                                                                default_value=default_profile),
+                              description="Fast DDS XML profile of the node (default: the "
+                                          "environment's, else config/fastdds_node.xml); "
+                                          "'': keep the environment's setting"),
         OpaqueFunction(function=_planner_node),
     ])

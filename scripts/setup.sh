@@ -11,4 +11,7 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q torch==2.13.0
 .venv/bin/python -m pip install -q -e ".[all]"
-echo "wamdiff2 set up in $(pwd)/.venv"
+# `ros2 run` / `ros2 launch` find packages through an ament index, which an editable pip
+# install does not write: the index entry, share/wamdiff2_ros and lib/wamdiff2_ros/planner_node
+.venv/bin/python scripts/ament_install.py .venv >/dev/null
+echo "wamdiff2 set up in $(pwd)/.venv (for ros2 run/launch: export AMENT_PREFIX_PATH=$(pwd)/.venv)"

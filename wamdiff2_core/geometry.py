@@ -59,3 +59,51 @@ def boxes_overlap(corners_a: np.ndarray, corners_b: np.ndarray) -> bool:
             if pa.max() < pb.min() or pb.max() < pa.min():
                 return False
     return True
+
+
+def _heading_at(points: np.ndarray, index: int, previous: float) -> float:
+    """Direction of travel from points[index] to the next point at least 1 cm away; `previous`
+    when none is (standing still)."""
+    for nxt in points[index + 1:]:
+        delta = nxt - points[index]
+        if math.hypot(delta[0], delta[1]) >= 0.01:
+            return math.atan2(delta[1], delta[0])
+    return previous
+
+
+def retime_waypoints(waypoints: np.ndarray, shift_s: float, step_s: float = 0.5) -> np.ndarray:
+    """A plan made ``shift_s`` seconds ago, as seen now, assuming the ego followed it.
+
+    ``waypoints`` (N, 2) are ego-frame positions at t = step, 2 step, ... N step after the
+    plan's instant (the ego at the origin, facing +x, at t = 0). Returns (N, 2) positions at
+    t = shift + step, ..., shift + N step, in the ego frame at t = shift (placed and turned
+    by the plan itself, linearly interpolated); times past the plan's end hold its last
+    point (the re-timed plan stops where the plan ends, it never extrapolates).
+    """
+    wp = np.asarray(waypoints, dtype=np.float64).reshape(-1, 2)
+    n = len(wp)
+    track = np.vstack([np.zeros((1, 2)), wp])                     # (N + 1, 2) at 0..N step
+    times = np.arange(n + 1) * step_s                             # (N + 1,)
+    shift = float(np.clip(shift_s, 0.0, times[-1]))
+
+    def at(t: np.ndarray) -> np.ndarray:                          # (K,) -> (K, 2)
+        t = np.clip(t, 0.0, times[-1])
+        return np.stack([np.interp(t, times, track[:, 0]), np.interp(t, times, track[:, 1])],
+                        axis=1)
+
+    origin = at(np.array([shift]))[0]                              # (2,)
+    segment = min(int(shift // step_s), n - 1)
+    heading = _heading_at(track, segment, 0.0)
+    future = at(shift + step_s * np.arange(1, n + 1))              # (N, 2)
+    return map_to_ego(future, origin, heading)
+
+
+def stop_waypoints(speed_mps: float, decel_mps2: float, n: int = 8,
+                   step_s: float = 0.5) -> np.ndarray:
+    """A straight stop: (n, 2) ego-frame positions at t = step .. n step of an ego braking
+    from ``speed_mps`` (forward; negative counts as 0) at ``decel_mps2`` and then standing."""
+    v = max(0.0, float(speed_mps))
+    t = step_s * np.arange(1, n + 1)                               # (n,)
+    t_stop = v / decel_mps2
+    x = np.where(t < t_stop, v * t - 0.5 * decel_mps2 * t * t, 0.5 * v * t_stop)
+    return np.stack([x, np.zeros(n)], axis=1)

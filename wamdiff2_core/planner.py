@@ -16,16 +16,16 @@ from wamdiff2_core import tasks
 from wamdiff2_core.decoding.backends import get_decoder
 from wamdiff2_core.decoding.config import DEFAULT_BACKEND, DecodeConfig, DecodeStats
 from wamdiff2_core.decoding.constraints.session import automaton_for
-from wamdiff2_core.model.fields import check_overrides
 from wamdiff2_core.devices import check_device
+from wamdiff2_core.model.fields import check_overrides
 from wamdiff2_core.model.modeling import CheckpointError, Wamdiff2Model
 from wamdiff2_core.model.presets import PRESETS, is_preset
 from wamdiff2_core.model.processor import to_pil
 from wamdiff2_core.types import (BUNDLED, AnswerResult, DetectResult, Observation, PlanResult,
-                                 bundled_checkpoint_path)
+                                 PromptTooLong, bundled_checkpoint_path)
 
 __all__ = ["AnswerResult", "DetectResult", "Observation", "PlanResult", "Planner",
-           "bundled_checkpoint_path", "load_model", "resolve_dtype"]
+           "PromptTooLong", "bundled_checkpoint_path", "load_model", "resolve_dtype"]
 
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
           "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
@@ -120,6 +120,16 @@ class Planner:
         """The settings planning answers are decoded with."""
         return self.plan_decode or self.decode
 
+    # ------------------------------------------------------------------ limits
+    @property
+    def max_positions(self) -> int:
+        """The model's position budget: prompt plus answer tokens must fit in it."""
+        return int(self.model.hf.config.get_text_config().max_position_embeddings)
+
+    def count_tokens(self, text: str) -> int:
+        """How many tokens ``text`` is on its own (no chat format, no image tokens)."""
+        return len(self.model.processor.tokenizer.encode(text, add_special_tokens=False))
+
     # ------------------------------------------------------------------ core
     def generate(self, prompts: Sequence[str], images: Sequence[list],
                  decode: DecodeConfig | None = None,
@@ -127,9 +137,16 @@ class Planner:
                  ) -> tuple[list[str], DecodeStats]:
         """Raw answer texts for a batch of prompts (one image list per prompt), decoded with
         ``decode`` (default: the planner's ``decode``); ``language``: the answers' language
-        (enforced unless ``decode.constrained`` is False)."""
+        (enforced unless ``decode.constrained`` is False). Raises PromptTooLong, before any
+        forward, when a prompt and ``max_new_tokens`` do not fit in the model's positions."""
+        decode = decode or self.decode
         batch = self.model.processor.encode_prompts(list(prompts), [list(i) for i in images])
-        out = self.decoder(self.model, batch, decode or self.decode, language=language)
+        prompt_tokens = int(batch["input_ids"].shape[1])               # (B, P) left-padded
+        block = decode.block_size or self.model.fields.block_size or 1
+        answer_tokens = -(-decode.max_new_tokens // block) * block     # whole blocks
+        if prompt_tokens + answer_tokens > self.max_positions:
+            raise PromptTooLong(prompt_tokens, answer_tokens, self.max_positions)
+        out = self.decoder(self.model, batch, decode, language=language)
         texts = [self.model.processor.decode_answer(s) for s in out.sequences]
         return texts, out.stats
 

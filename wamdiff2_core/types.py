@@ -19,6 +19,17 @@ def bundled_checkpoint_path() -> Path | None:
     return BUNDLED if (BUNDLED / "config.json").exists() else None
 
 
+class PromptTooLong(ValueError):
+    """A prompt that, with the answer's token budget, needs more positions than the model has
+    (``max_position_embeddings``): refused before anything is allocated for it."""
+
+    def __init__(self, prompt_tokens: int, max_new_tokens: int, max_positions: int):
+        super().__init__(f"the prompt has {prompt_tokens} tokens; with up to {max_new_tokens} "
+                         f"answer tokens that exceeds the model's {max_positions} positions")
+        self.prompt_tokens, self.max_new_tokens = prompt_tokens, max_new_tokens
+        self.max_positions = max_positions
+
+
 @dataclass
 class Observation:
     """One planning input. Images: PIL images or (H, W, 3) uint8 RGB arrays. Velocity and

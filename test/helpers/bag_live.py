@@ -18,10 +18,11 @@ from wamdiff2_ros.tools.demo import node_idle
 from wamdiff2_ros.tools.demo_graph import NodeProcess, OutputRecorder, node_state
 
 OUT = OutputTopics()
-# The untrained preset, one 32-token block in 4 steps: a fraction of a second per frame.
-# (constraints off: a constrained plan needs 80 tokens, and these runs time the plumbing)
+# The untrained preset, one 32-token block in 4 steps: a fraction of a second per frame;
+# no plan cut short by the plan timeout on a loaded machine. (Constraints off: a constrained
+# plan needs 80 tokens, and these runs time the plumbing.)
 FAST_TINY = {"checkpoint": "tiny", "decode.max_new_tokens": 32, "decode.steps_per_block": 4,
-             "decode.constrained": False}
+             "decode.constrained": False, "plan_timeout_s": 0.0}
 
 
 def camera_stamps(bag_path) -> list[int]:
@@ -39,11 +40,13 @@ def status_stamps(recorder: OutputRecorder) -> set[int]:
 
 
 def replay_into_node(bag_path, domain: int, tmp_path, overrides: dict, rate: float,
-                     timeout_s: float) -> OutputRecorder:
+                     timeout_s: float, clock: bool = False) -> OutputRecorder:
     """Start the node (one torch thread: robust to other load on the cores), wait until it
-    is active, replay with the `wamdiff2 bag replay` command (remapped onto its inputs), and
-    wait until every frame is answered or the node has nothing left to plan."""
-    node = NodeProcess(domain, tmp_path / "node.log", {"max_input_age_s": 0.0, **overrides},
+    is active, replay with the `wamdiff2 bag replay` command (remapped onto its inputs;
+    `clock`: with --clock), and wait until every frame is answered or the node has nothing
+    left to plan."""
+    node = NodeProcess(domain, tmp_path / "node.log", {"max_input_age_s": 0.0,
+                                                       "plan_timeout_s": 0.0, **overrides},
                        env={"OMP_NUM_THREADS": "1"})
     context = Context()
     rclpy.init(args=[], context=context, domain_id=domain)
@@ -56,6 +59,7 @@ def replay_into_node(bag_path, domain: int, tmp_path, overrides: dict, rate: flo
         remaps = [f"--remap={a}:={b}" for a, b in node_input_remaps().items()]
         proc = subprocess.run(
             [WAMDIFF2, "bag", "replay", str(bag_path), "--rate", str(rate), *remaps,
+             *(["--clock"] if clock else []),
              "--topics", SIM_TOPICS.image, SIM_TOPICS.odometry, SIM_TOPICS.command,
              "--wait-for", SIM_TOPICS.image, SIM_TOPICS.odometry, SIM_TOPICS.command],
             env=dict(os.environ, ROS_DOMAIN_ID=str(domain)), capture_output=True, text=True,

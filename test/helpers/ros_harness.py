@@ -34,12 +34,15 @@ from visualization_msgs.msg import MarkerArray
 
 REPO = Path(__file__).resolve().parents[2]
 PARAMS_FILE = REPO / "config" / "wamdiff2.yaml"
+DDS_PROFILE = REPO / "config" / "fastdds_node.xml"     # what the launch file gives the node
 NODE = "/wamdiff2_planner"
 # Untrained-preset settings that keep one decode short on a 2-core CPU: one block of 32
-# tokens in 4 denoising steps. The params file stays the base; these are overrides.
-# (constraints off: a constrained plan needs 80 tokens, and these runs time the plumbing)
+# tokens in 4 denoising steps. The params file stays the base; these are overrides. Tests
+# that send no odometry do not require it, and on a loaded machine no plan is cut short by
+# the plan timeout (odometry freshness and timeouts have tests of their own). Constraints
+# are off: a constrained plan needs 80 tokens, and these runs time the plumbing.
 FAST_TINY = {"checkpoint": "tiny", "decode.max_new_tokens": 32, "decode.steps_per_block": 4,
-             "decode.constrained": False}
+             "decode.constrained": False, "max_odometry_age_s": 0.0, "plan_timeout_s": 0.0}
 
 
 def domain_id(key: str) -> int:
@@ -68,15 +71,19 @@ def _ros_value(value: Any) -> str:
 
 
 class NodeProcess:
-    """`planner_node --ros-args --params-file config/wamdiff2.yaml [-p name:=value ...]`."""
+    """`planner_node --ros-args --params-file config/wamdiff2.yaml [-p name:=value ...]`,
+    with the shipped Fast DDS profile (as the launch file runs it) unless the environment
+    names another; `ros_args`: more ROS arguments (``["-r", "__ns:=/ego"]``)."""
 
     def __init__(self, domain: int, log_dir: Path, overrides: dict | None = None,
-                 extra_env: dict | None = None):
+                 extra_env: dict | None = None, ros_args: list[str] | None = None):
         cmd = [planner_node_executable(), "--ros-args", "--params-file", str(PARAMS_FILE)]
         for name, value in (overrides or {}).items():
             cmd += ["-p", f"{name}:={_ros_value(value)}"]
+        cmd += list(ros_args or [])
         env = dict(os.environ, ROS_DOMAIN_ID=str(domain), PYTHONUNBUFFERED="1",
                    RCUTILS_LOGGING_BUFFERED_STREAM="0", **(extra_env or {}))
+        env.setdefault("FASTRTPS_DEFAULT_PROFILES_FILE", str(DDS_PROFILE))
         log_dir.mkdir(parents=True, exist_ok=True)
         self.stdout_path, self.stderr_path = log_dir / "node.out", log_dir / "node.err"
         self._out = open(self.stdout_path, "w")
@@ -146,30 +153,35 @@ def status_stamp(msg: MarkerArray) -> float | None:
 
 
 class RosClient:
-    """The test side: publishers to the node's inputs, recorders of its outputs."""
+    """The test side: publishers to the node's inputs, recorders of its outputs (`node`: the
+    planner's full name, e.g. /ego/wamdiff2_planner)."""
 
-    def __init__(self, domain: int, name: str = "wamdiff2_test_client"):
+    def __init__(self, domain: int, name: str = "wamdiff2_test_client", node: str = NODE,
+                 camera_qos: QoSProfile | None = None):
         self.context = Context()
         rclpy.init(context=self.context, domain_id=domain)
         self.node = rclpy.create_node(name, context=self.context)
+        self.target = node
+        base = node
         self._lock = threading.Lock()
         self.received: dict[str, list[tuple[float, Any]]] = {
-            k: [] for k in ("path", "markers", "answer", "diagnostics")}
-        camera_qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1,
-                                reliability=ReliabilityPolicy.RELIABLE)
+            k: [] for k in ("path", "markers", "answer", "status", "diagnostics")}
+        camera_qos = camera_qos or QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1,
+                                              reliability=ReliabilityPolicy.RELIABLE)
         small = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10,
                            reliability=ReliabilityPolicy.RELIABLE)
-        self.image_pub = self.node.create_publisher(Image, f"{NODE}/input/image", camera_qos)
+        self.image_pub = self.node.create_publisher(Image, f"{base}/input/image", camera_qos)
         self.compressed_pub = self.node.create_publisher(
-            CompressedImage, f"{NODE}/input/image/compressed", camera_qos)
-        self.odometry_pub = self.node.create_publisher(Odometry, f"{NODE}/input/odometry",
+            CompressedImage, f"{base}/input/image/compressed", camera_qos)
+        self.odometry_pub = self.node.create_publisher(Odometry, f"{base}/input/odometry",
                                                        small)
-        self.command_pub = self.node.create_publisher(String, f"{NODE}/input/command", small)
-        self.question_pub = self.node.create_publisher(String, f"{NODE}/input/question",
+        self.command_pub = self.node.create_publisher(String, f"{base}/input/command", small)
+        self.question_pub = self.node.create_publisher(String, f"{base}/input/question",
                                                        small)
-        for key, msg_type, topic in (("path", PathMsg, f"{NODE}/output/path"),
-                                     ("markers", MarkerArray, f"{NODE}/output/markers"),
-                                     ("answer", String, f"{NODE}/output/answer"),
+        for key, msg_type, topic in (("path", PathMsg, f"{base}/output/path"),
+                                     ("markers", MarkerArray, f"{base}/output/markers"),
+                                     ("answer", String, f"{base}/output/answer"),
+                                     ("status", DiagnosticArray, f"{base}/output/status"),
                                      ("diagnostics", DiagnosticArray, "/diagnostics")):
             self.node.create_subscription(msg_type, topic,
                                           lambda msg, k=key: self._record(k, msg), small)
@@ -241,6 +253,30 @@ class RosClient:
         return self.wait_for(lambda: self.markers_for(stamp), timeout,
                              f"the node's answer to frame {stamp:.3f}")
 
+    def status_for(self, stamp: float) -> dict | None:
+        """The ~/output/status values (source, reason, ...) of the Path for that frame."""
+        for _, m in self.messages("status"):
+            if abs(stamp_s(m.header.stamp) - stamp) < 1e-6 and m.status:
+                return {kv.key: kv.value for kv in m.status[0].values}
+        return None
+
+    def wait_status(self, stamp: float, timeout: float = 60.0) -> dict:
+        return self.wait_for(lambda: self.status_for(stamp), timeout,
+                             f"the status of the Path for frame {stamp:.3f}")
+
+    def publish_odometry(self, t: float, vx: float = 0.0, x: float = 0.0) -> None:
+        msg = Odometry()
+        msg.header.stamp, msg.header.frame_id, msg.child_frame_id = stamp_msg(t), "odom", \
+            "base_link"
+        msg.pose.pose.position.x, msg.pose.pose.orientation.w = x, 1.0
+        msg.twist.twist.linear.x = vx
+        self.odometry_pub.publish(msg)
+
+    def counter(self, name: str) -> int:
+        """The largest value of a /diagnostics counter seen so far."""
+        return max((int(diag_values(m).get(name, 0)) for _, m in self.messages("diagnostics")),
+                   default=0)
+
     # -------------------------------------------------------------- services
     def _call(self, srv_type, name: str, request, timeout: float = 60.0):
         client = self.node.create_client(srv_type, name)
@@ -259,20 +295,22 @@ class RosClient:
         if atomically:
             req = SetParametersAtomically.Request(parameters=params)
             return [self._call(SetParametersAtomically,
-                               f"{NODE}/set_parameters_atomically", req).result]
+                               f"{self.target}/set_parameters_atomically", req).result]
         req = SetParameters.Request(parameters=params)
-        return self._call(SetParameters, f"{NODE}/set_parameters", req).results
+        return self._call(SetParameters, f"{self.target}/set_parameters", req).results
 
     def get_parameters(self, names: list[str]) -> list:
         req = GetParameters.Request(names=names)
-        return self._call(GetParameters, f"{NODE}/get_parameters", req).values
+        return self._call(GetParameters, f"{self.target}/get_parameters", req).values
 
-    def lifecycle(self, transition: int) -> bool:
+    def lifecycle(self, transition: int, timeout: float = 300.0) -> bool:
         req = ChangeState.Request(transition=Transition(id=transition))
-        return self._call(ChangeState, f"{NODE}/change_state", req, timeout=120.0).success
+        return self._call(ChangeState, f"{self.target}/change_state", req,
+                          timeout=timeout).success
 
     def lifecycle_state(self) -> str:
-        return self._call(GetState, f"{NODE}/get_state", GetState.Request()).current_state.label
+        return self._call(GetState, f"{self.target}/get_state",
+                          GetState.Request()).current_state.label
 
     def close(self) -> None:
         self._executor.shutdown(timeout_sec=1.0)

@@ -2,7 +2,9 @@
 
 `NodeStats` is shared by the receiving callbacks and the planning worker (thread-safe).
 Every problem increments a named counter and becomes the status message; the status level
-is the worst problem of the last `window_s` seconds (OK when there was none).
+is the worst of the problems of the last `window_s` seconds and of the standing conditions
+the node passes in (its lifecycle state, silent inputs: `InputHealth`); OK only when there
+is none of either.
 """
 from __future__ import annotations
 
@@ -19,9 +21,17 @@ OK, WARN, ERROR = DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.E
 _RANK = {OK: 0, WARN: 1, ERROR: 2}
 
 # Counters every report carries (zero until they happen), in this order.
-COUNTERS = ("frames_received", "frames_planned", "paths_published", "dropped_frames",
-            "stale_frames",
-            "parse_failures", "model_errors", "bad_input", "questions_answered")
+COUNTERS = ("frames_received", "odometry_received", "frames_planned", "paths_published",
+            "fallback_paths", "dropped_frames", "stale_frames", "future_frames", "parse_failures", "model_errors",
+            "plan_timeouts", "bad_input", "questions_answered", "questions_refused")
+
+#: Lifecycle state -> the level it stands for (only `active` plans; a failed configure and
+#: `finalized` will not plan until someone acts).
+STATE_LEVELS = {"active": OK, "unconfigured": WARN, "configuring": WARN, "inactive": WARN,
+                "finalized": ERROR}
+MAX_MESSAGE_CHARS = 400          # a status message is a sentence, never a copied payload
+
+Condition = tuple[bytes, str]    # (level, message) that holds for as long as it is reported
 
 
 @dataclass
@@ -41,6 +51,7 @@ class NodeStats:
     planner_ms: deque = field(default_factory=lambda: deque(maxlen=200))
     tokens_per_forward: deque = field(default_factory=lambda: deque(maxlen=200))
     state: str = "unconfigured"
+    configure_error: str | None = None         # set by a failed configure, until one works
     last_frame_stamp: float | None = None
     _problems: deque = field(default_factory=lambda: deque(maxlen=64))
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -55,28 +66,44 @@ class NodeStats:
             self.counters[kind] += 1
             if bad_input:
                 self.counters["bad_input"] += 1
-            self._problems.append(_Problem(level, f"{kind}: {message}", time.monotonic()))
+            self._problems.append(_Problem(level, f"{kind}: {message}"[:MAX_MESSAGE_CHARS],
+                                           time.monotonic()))
 
-    def planned(self, stamp: float, latency_ms: float, planner_ms: float,
+    def planned(self, stamp: float, latency_ms: float, planner_ms: float | None,
                 tokens_per_forward: float | None) -> None:
-        """Record one frame the planner finished (whatever its answer; tokens per forward
-        are None when a malformed answer came without decoding statistics)."""
+        """Record one frame that got its outputs (whatever their source; `planner_ms` is None
+        when the model did not run, tokens per forward when a malformed answer came without
+        decoding statistics)."""
         with self._lock:
             self.last_frame_stamp = stamp
             self.latencies_ms.append(latency_ms)
-            self.planner_ms.append(planner_ms)
+            if planner_ms is not None:
+                self.planner_ms.append(planner_ms)
             if tokens_per_forward is not None:
                 self.tokens_per_forward.append(tokens_per_forward)
 
-    def level_and_message(self) -> tuple[bytes, str]:
-        """Worst problem in the window and the newest problem's message, or OK and state."""
+    def state_condition(self) -> Condition | None:
+        """The lifecycle state as a condition: None when active, else its level and why."""
+        if self.configure_error is not None:
+            return ERROR, f"configure failed: {self.configure_error}"[:MAX_MESSAGE_CHARS]
+        level = STATE_LEVELS.get(self.state, WARN)
+        return None if level == OK else (level, f"not planning: the node is {self.state}")
+
+    def level_and_message(self, conditions: list[Condition] = ()) -> tuple[bytes, str]:
+        """The worst level among the standing conditions (the lifecycle state first) and
+        the problems in the window; the message: the conditions', then the newest problem's,
+        or the state when there is neither."""
         now = time.monotonic()
         with self._lock:
             recent = [p for p in self._problems if now - p.at <= self.window_s]
-        if not recent:
+        state = self.state_condition()
+        standing = ([state] if state else []) + list(conditions)
+        levels = [level for level, _ in standing] + [p.level for p in recent]
+        if not levels:
             return OK, self.state
-        worst = max(recent, key=lambda p: _RANK[p.level])
-        return worst.level, recent[-1].message
+        messages = [message for _, message in standing] + ([recent[-1].message] if recent
+                                                            else [])
+        return max(levels, key=lambda lv: _RANK[lv]), "; ".join(messages)[:MAX_MESSAGE_CHARS]
 
     def values(self) -> list[KeyValue]:
         """Key/value pairs of the report: state, counters, latency percentiles."""
@@ -101,12 +128,19 @@ class NodeStats:
 
 
 def diagnostic_array(stats: NodeStats, name: str, hardware_id: str, stamp,
-                     level: bytes | None = None, message: str | None = None) -> DiagnosticArray:
-    """One DiagnosticArray with the node's status; `level`/`message` override the summary."""
-    summary_level, summary_message = stats.level_and_message()
+                     level: bytes | None = None, message: str | None = None,
+                     conditions: list[Condition] = ()) -> DiagnosticArray:
+    """One DiagnosticArray with the node's status; `level`/`message` override the summary
+    (a problem reported at once: its own level, raised to the standing conditions' and the
+    lifecycle state's when they are worse; earlier problems do not change it)."""
+    summary_level, summary_message = stats.level_and_message(conditions)
+    if level is not None:
+        state = stats.state_condition()
+        standing = [lv for lv, _ in ([state] if state else []) + list(conditions)]
+        level = max([level, *standing], key=lambda lv: _RANK[lv])
     status = DiagnosticStatus(
         level=summary_level if level is None else level,
         name=name, hardware_id=hardware_id,
-        message=summary_message if message is None else message,
+        message=(summary_message if message is None else message)[:MAX_MESSAGE_CHARS],
         values=stats.values())
     return DiagnosticArray(header=Header(stamp=stamp), status=[status])

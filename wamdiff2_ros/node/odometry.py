@@ -2,8 +2,10 @@
 
 Velocity comes from the message's twist, which nav_msgs/Odometry defines in the child
 (body) frame: x forward, y left, the planner's ego frame. Acceleration is the difference of
-successive velocities over the difference of their stamps. Non-finite or time-travelling
-messages are rejected and leave the last good state untouched.
+successive velocities over the difference of their stamps. Non-finite, implausible (too
+fast, too large an acceleration) or slightly out-of-order messages are rejected and leave the
+last good state untouched; a stamp more than `RESET_JUMP_S` older than the last one means
+time started again (a bag loop, a simulator reset) and starts a fresh history.
 """
 from __future__ import annotations
 
@@ -14,6 +16,11 @@ from collections import deque
 from dataclasses import dataclass
 
 from wamdiff2_ros.node.bad_input import BadInput
+
+#: An odometry stamp this much older than the last one is a restart of time, not disorder.
+RESET_JUMP_S = 1.0
+#: Successive stamps closer than this give no acceleration estimate (the previous one stays).
+MIN_ACCEL_DT_S = 1e-3
 
 
 @dataclass(frozen=True)
@@ -41,8 +48,9 @@ def yaw_from_quaternion(x: float, y: float, z: float, w: float) -> float:
     return math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
 
 
-def sample_from_msg(msg) -> OdometrySample:
-    """A nav_msgs/Odometry as an OdometrySample; BadInput if any number used is not finite."""
+def sample_from_msg(msg, max_speed_mps: float = math.inf) -> OdometrySample:
+    """A nav_msgs/Odometry as an OdometrySample; BadInput if any number used is not finite
+    (``odometry_nonfinite``) or the speed exceeds `max_speed_mps` (``odometry_implausible``)."""
     pose, twist = msg.pose.pose, msg.twist.twist
     q = pose.orientation
     numbers = {"position.x": pose.position.x, "position.y": pose.position.y,
@@ -53,6 +61,10 @@ def sample_from_msg(msg) -> OdometrySample:
         raise BadInput("odometry_nonfinite", f"odometry has non-finite {', '.join(bad)}")
     if q.x == q.y == q.z == q.w == 0.0:
         raise BadInput("odometry_nonfinite", "odometry orientation is the zero quaternion")
+    speed = math.hypot(twist.linear.x, twist.linear.y)
+    if speed > max_speed_mps:
+        raise BadInput("odometry_implausible", f"odometry speed {speed:.3g} m/s exceeds "
+                                               f"max_speed_mps {max_speed_mps:g}")
     stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
     return OdometrySample(stamp=stamp, frame_id=msg.header.frame_id,
                           position=(pose.position.x, pose.position.y),
@@ -72,20 +84,43 @@ class OdometryTracker:
         self._max_gap = max_accel_gap_s
         self._samples: deque[OdometrySample] = deque(maxlen=history)
         self._motion = EgoMotion()
+        self.resets = 0                       # histories dropped for a backwards jump of time
 
-    def update(self, sample: OdometrySample) -> EgoMotion:
-        """Accept a sample newer than the last one; BadInput if it is older (out of order)."""
+    def reset(self) -> None:
+        """Forget every sample (cleanup, a jump of time): the next one starts afresh."""
+        with self._lock:
+            self._samples.clear()
+            self._motion = EgoMotion()
+
+    def update(self, sample: OdometrySample, max_accel_mps2: float = math.inf) -> EgoMotion:
+        """Accept a sample; the new motion.
+
+        A stamp older than the last one by at most RESET_JUMP_S is out of order (BadInput
+        ``odometry_out_of_order``); older by more, time restarted: the history is dropped,
+        this sample starts a new one and `resets` counts it. An acceleration above
+        `max_accel_mps2` is implausible (BadInput ``odometry_implausible``); a rejected
+        sample leaves the state as it was.
+        """
         with self._lock:
             last = self._samples[-1] if self._samples else None
+            if last is not None and sample.stamp < last.stamp - RESET_JUMP_S:
+                self._samples.clear()
+                self._motion, last = EgoMotion(), None
+                self.resets += 1
             if last is not None and sample.stamp < last.stamp:
                 raise BadInput("odometry_out_of_order",
                                f"odometry stamp {sample.stamp:.3f} is older than the last "
                                f"one ({last.stamp:.3f})")
             accel = self._motion.acceleration
-            if last is not None and 0.0 < sample.stamp - last.stamp <= self._max_gap:
+            if last is not None and MIN_ACCEL_DT_S <= sample.stamp - last.stamp <= \
+                    self._max_gap:
                 dt = sample.stamp - last.stamp
                 accel = ((sample.velocity[0] - last.velocity[0]) / dt,
                          (sample.velocity[1] - last.velocity[1]) / dt)
+                if math.hypot(*accel) > max_accel_mps2:
+                    raise BadInput("odometry_implausible", f"odometry implies an acceleration "
+                                   f"of {math.hypot(*accel):.3g} m/s^2 (max_accel_mps2 "
+                                   f"{max_accel_mps2:g}) over {dt:.3f} s")
             self._samples.append(sample)
             self._motion = EgoMotion(sample.velocity, accel, sample.stamp)
             return self._motion

@@ -1,7 +1,8 @@
-"""Planner results -> ROS messages: Path, RViz markers, Detection2DArray.
+"""Planner results -> ROS messages: Path, RViz markers, Detection2DArray, plan status.
 
 Pure functions of their arguments (no node, no clock): every output carries the stamp the
-caller passes, which the node sets to the input image's stamp.
+caller passes, which the node sets to the input image's stamp; each pose of a Path carries
+its own time (the image stamp + 0.5 s, + 1.0 s, ...).
 """
 from __future__ import annotations
 
@@ -10,10 +11,13 @@ from typing import Sequence
 
 import numpy as np
 from builtin_interfaces.msg import Duration, Time
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import Point, PoseStamped, Quaternion
 from nav_msgs.msg import Path
 from std_msgs.msg import ColorRGBA, Header
 from visualization_msgs.msg import Marker, MarkerArray
+
+from wamdiff2_core.tasks import WAYPOINT_DT_S
 
 try:  # vision_msgs is not on PyPI; publish detections only where a ROS install has it.
     from vision_msgs.msg import (BoundingBox2D, Detection2D, Detection2DArray,
@@ -52,20 +56,30 @@ def quaternion_from_yaw(yaw: float) -> Quaternion:
     return Quaternion(x=0.0, y=0.0, z=math.sin(yaw / 2.0), w=math.cos(yaw / 2.0))
 
 
-def path_msg(waypoints: np.ndarray, stamp: Time, frame_id: str,
-             origin: tuple[float, float, float] = (0.0, 0.0, 0.0)) -> Path:
-    """A nav_msgs/Path with one pose per waypoint, each with its heading.
+def stamp_plus(stamp: Time, seconds: float) -> Time:
+    """`stamp` + `seconds` (exact to the nanosecond for multiples of 0.5 s)."""
+    ns = stamp.sec * 1_000_000_000 + stamp.nanosec + int(round(seconds * 1e9))
+    return Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
 
-    waypoints: (N, 2) ego frame (x forward, y left). `origin` = (x, y, yaw) of the ego in
-    `frame_id` at `stamp`: zeros for an ego-frame path, the odometry pose for an odom path.
+
+def path_msg(waypoints: np.ndarray, stamp: Time, frame_id: str,
+             origin: tuple[float, float, float] = (0.0, 0.0, 0.0),
+             step_s: float = WAYPOINT_DT_S) -> Path:
+    """A nav_msgs/Path with one pose per waypoint, each with its heading and its time.
+
+    waypoints: (N, 2) ego frame (x forward, y left), at `step_s`, 2 `step_s`, ... after
+    `stamp` (the path's stamp); pose k is stamped `stamp` + (k + 1) `step_s`. `origin` =
+    (x, y, yaw) of the ego in `frame_id` at `stamp`: zeros for an ego-frame path, the
+    odometry pose for an odom path.
     """
     wp = np.asarray(waypoints, dtype=np.float64).reshape(-1, 2)
     yaw0 = origin[2]
     points = transform_2d(wp, *origin)                            # (N, 2)
     msg = Path(header=Header(stamp=stamp, frame_id=frame_id))
-    for (px, py), heading in zip(points, headings(wp) + yaw0):
-        # each pose its own Header: a consumer that edits one pose's header edits only it
-        pose = PoseStamped(header=Header(stamp=stamp, frame_id=frame_id))
+    for k, ((px, py), heading) in enumerate(zip(points, headings(wp) + yaw0)):
+        # each pose its own Header, stamped at its own time
+        pose = PoseStamped(header=Header(stamp=stamp_plus(stamp, (k + 1) * step_s),
+                                         frame_id=frame_id))
         pose.pose.position = Point(x=float(px), y=float(py), z=0.0)
         pose.pose.orientation = quaternion_from_yaw(float(heading))
         msg.poses.append(pose)
@@ -131,7 +145,8 @@ def marker_array(markers: Sequence[Marker]) -> MarkerArray:
 
 
 def detections_msg(detections: Sequence, image_header: Header):
-    """A vision_msgs/Detection2DArray (pixel boxes), or None where vision_msgs is missing."""
+    """A vision_msgs/Detection2DArray (pixel boxes; none: the explicit empty result of a
+    failed detection), or None where vision_msgs is missing."""
     if not HAVE_VISION_MSGS:
         return None
     msg = Detection2DArray(header=image_header)
@@ -146,3 +161,26 @@ def detections_msg(detections: Sequence, image_header: Header):
         d.results.append(hyp)
         msg.detections.append(d)
     return msg
+
+
+#: Plan source -> its level on ~/output/status: the model's plan is OK, a re-timed last plan
+#: a warning, a stop an error.
+SOURCE_LEVELS = {"model": DiagnosticStatus.OK, "last_plan": DiagnosticStatus.WARN,
+                 "stop": DiagnosticStatus.ERROR}
+
+
+def plan_status_msg(stamp: Time, name: str, source: str, reason: str, command: str,
+                    age_s: float | None = None) -> DiagnosticArray:
+    """The `~/output/status` message of one published Path: stamped like it (the image
+    stamp), one status named `name` whose level and values say where it came from
+    (`source`: model, last_plan, stop) and why (`reason`: empty for the model's own plan,
+    else the counter of the failure, e.g. parse_failures, odometry_stale)."""
+    message = source if not reason else f"{source}: {reason}"
+    values = [KeyValue(key="source", value=source), KeyValue(key="reason", value=reason),
+              KeyValue(key="command", value=command),
+              KeyValue(key="stamp", value=f"{stamp.sec}.{stamp.nanosec:09d}")]
+    if age_s is not None:
+        values.append(KeyValue(key="plan_age_s", value=f"{age_s:.3f}"))
+    status = DiagnosticStatus(level=SOURCE_LEVELS[source], name=name, message=message,
+                              hardware_id="wamdiff2", values=values)
+    return DiagnosticArray(header=Header(stamp=stamp), status=[status])

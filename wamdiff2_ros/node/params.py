@@ -24,12 +24,13 @@ from typing import Any, Callable, Mapping
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 
 from wamdiff2_core.decoding import COMMIT_RULES, DecodeConfig
-from wamdiff2_core.decoding.config import DEFAULT_BACKEND
+from wamdiff2_core.decoding.config import BACKENDS, DEFAULT_BACKEND
 from wamdiff2_core.tasks import COMMANDS
 
 TASKS = ("planning", "detection", "qa")
 IMAGE_TRANSPORTS = ("raw", "compressed")
-CAMERA_QOS = ("reliable", "sensor_data")
+INPUT_QOS = ("auto", "reliable", "sensor_data")
+FALLBACKS = ("last_plan", "stop")
 DTYPES = ("", "float32", "bfloat16", "float16")
 _DEVICE = re.compile(r"^(cpu|cuda(:\d+)?|mps)$")
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
@@ -150,7 +151,8 @@ PARAMS: tuple[ParamSpec, ...] = (
     *_decode_specs("planning_decode", _PLAN_DECODE, ("",) + COMMIT_RULES),
     ParamSpec("backend", DEFAULT_BACKEND, "Decoder backend (wamdiff2_core.decoding.backends): "
                                  "fast (static KV cache; CUDA graphs on a GPU) or reference "
-                                 "(eager, the ground truth); same tokens", "decode"),
+                                 "(eager, the ground truth); same tokens", "decode",
+              choices=BACKENDS),
     ParamSpec("tasks", ["planning", "qa"], "Tasks the node runs: planning (Path + markers "
                                            "per frame), detection (per planned frame), qa "
                                            "(answers on ~/input/question)", "live",
@@ -164,13 +166,62 @@ PARAMS: tuple[ParamSpec, ...] = (
               choices=IMAGE_TRANSPORTS),
     ParamSpec("cameras", ["front"], "Camera names; the first one triggers planning. With "
                                     "several, topics are ~/input/<name>/image", "io"),
-    ParamSpec("camera_qos", "reliable", "reliable: reliable, keep last 1 (delivers full-size "
-                                        "frames over Fast DDS); sensor_data: best effort, "
-                                        "keep last 5", "io", choices=CAMERA_QOS),
+    ParamSpec("camera_qos", "auto", "auto: match the camera publishers' reliability and "
+                                    "durability (re-checked every second); reliable: keep last "
+                                    "1; sensor_data: best effort, keep last 5", "io",
+              choices=INPUT_QOS),
+    ParamSpec("odometry_qos", "auto", "auto | reliable | sensor_data, as camera_qos (depth 10 "
+                                      "for reliable)", "io", choices=INPUT_QOS),
     ParamSpec("max_planning_rate_hz", 0.0, "Plan at most this often; 0: as fast as the "
                                            "model allows", "live", float_range=(0.0, 100.0)),
     ParamSpec("max_input_age_s", 1.0, "Drop frames older than this (node clock minus image "
                                       "stamp) when planning starts; 0: never", "live",
+              float_range=(0.0, 3600.0)),
+    ParamSpec("plan_timeout_s", 3.0, "A plan not finished this long after it started is "
+                                     "replaced by the fallback (the late answer is dropped, "
+                                     "counted as plan_timeouts); 0: wait for it", "live",
+              float_range=(0.0, 600.0)),
+    ParamSpec("max_future_s", 0.5, "Drop frames and odometry stamped more than this ahead of "
+                                   "the node clock (counted); 0: no check", "live",
+              float_range=(0.0, 3600.0)),
+    ParamSpec("max_odometry_age_s", 0.5, "Plan only with odometry at most this much older "
+                                         "than the frame; otherwise the fallback is published "
+                                         "(reason odometry_stale). 0: odometry not required "
+                                         "(the latest is used, zeros before the first)",
+              "live", float_range=(0.0, 3600.0)),
+    ParamSpec("max_speed_mps", 70.0, "Odometry with a faster speed is implausible: dropped "
+                                     "and counted", "live", float_range=(0.1, 1000.0)),
+    ParamSpec("max_accel_mps2", 20.0, "Odometry implying a larger acceleration is "
+                                      "implausible: dropped and counted", "live",
+              float_range=(0.1, 10000.0)),
+    ParamSpec("input_timeout_s", 2.0, "/diagnostics warns when the camera or the odometry has "
+                                      "been silent this long while active; 0: never", "live",
+              float_range=(0.0, 3600.0)),
+    ParamSpec("fallback", "last_plan", "When a planned frame has no valid plan (model error, "
+                                       "timeout, unparsed answer, stale odometry): last_plan "
+                                       "(the last valid plan re-timed to the frame while it "
+                                       "is younger than fallback_max_age_s, else stop) or "
+                                       "stop (a braking trajectory)", "live",
+              choices=FALLBACKS),
+    ParamSpec("fallback_max_age_s", 1.0, "Oldest last plan the last_plan fallback re-times",
+              "live", float_range=(0.0, 4.0)),
+    ParamSpec("stop_decel_mps2", 3.0, "Deceleration of the stop trajectory", "live",
+              float_range=(0.1, 20.0)),
+    ParamSpec("max_question_chars", 2000, "Longer questions are refused (counted, an empty "
+                                          "answer)", "live", int_range=(1, 1_000_000)),
+    ParamSpec("max_question_tokens", 256, "Questions of more tokens are refused; the whole "
+                                          "prompt must also fit the model's positions",
+              "live", int_range=(1, 1_000_000)),
+    ParamSpec("max_command_chars", 32, "Longer commands are refused (counted; the default "
+                                       "command applies)", "live", int_range=(1, 1_000_000)),
+    ParamSpec("max_image_pixels", 4096 * 4096, "Images with more pixels (width x height, "
+                                               "read before decoding) are refused", "live",
+              int_range=(1, _INT32_MAX)),
+    ParamSpec("max_echo_chars", 80, "At most this many characters of any input are quoted "
+                                    "in logs and /diagnostics", "live",
+              int_range=(8, 100_000)),
+    ParamSpec("log_throttle_s", 5.0, "Repeated warnings of one kind are logged at most this "
+                                     "often (with a count of those left out)", "live",
               float_range=(0.0, 3600.0)),
     ParamSpec("output_frame", "base_link", "Frame of ego-frame outputs (Path, markers)",
               "live"),
@@ -200,11 +251,34 @@ class NodeConfig:
     image_transport: str
     cameras: tuple[str, ...]
     camera_qos: str
+    odometry_qos: str
     max_planning_rate_hz: float
     max_input_age_s: float
+    plan_timeout_s: float
+    max_future_s: float
+    max_odometry_age_s: float
+    max_speed_mps: float
+    max_accel_mps2: float
+    input_timeout_s: float
+    fallback: str
+    fallback_max_age_s: float
+    stop_decel_mps2: float
+    max_question_chars: int
+    max_question_tokens: int
+    max_command_chars: int
+    max_image_pixels: int
+    max_echo_chars: int
+    log_throttle_s: float
     output_frame: str
     path_in_odom: bool
     diagnostics_period_s: float
+
+
+_FLOATS = ("max_planning_rate_hz", "max_input_age_s", "plan_timeout_s", "max_future_s",
+           "max_odometry_age_s", "max_speed_mps", "max_accel_mps2", "input_timeout_s", "fallback_max_age_s",
+           "stop_decel_mps2", "log_throttle_s")
+_INTS = ("max_question_chars", "max_question_tokens", "max_command_chars", "max_image_pixels",
+         "max_echo_chars")
 
 
 def _check_choices(spec: ParamSpec, value: Any) -> None:
@@ -295,8 +369,10 @@ def node_config(values: Mapping[str, Any]) -> NodeConfig:
         image_transport=values["image_transport"],
         cameras=tuple(cameras),
         camera_qos=values["camera_qos"],
-        max_planning_rate_hz=float(values["max_planning_rate_hz"]),
-        max_input_age_s=float(values["max_input_age_s"]),
+        odometry_qos=values["odometry_qos"],
+        **{name: float(values[name]) for name in _FLOATS},
+        **{name: int(values[name]) for name in _INTS},
+        fallback=values["fallback"],
         output_frame=values["output_frame"].strip(),
         path_in_odom=bool(values["path_in_odom"]),
         diagnostics_period_s=float(values["diagnostics_period_s"]),

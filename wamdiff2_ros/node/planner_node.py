@@ -7,62 +7,43 @@ the `autostart` parameter (default true) the node configures and activates itsel
 """
 from __future__ import annotations
 
-import functools
+import os
 import signal
 import sys
 import threading
-import time
 from typing import Any
 
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
 from nav_msgs.msg import Odometry, Path
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.clock import Clock, ClockType, JumpThreshold
+from rclpy.duration import Duration
 from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.signals import SignalHandlerOptions
-from sensor_msgs.msg import Image
 from std_msgs.msg import String
 from visualization_msgs.msg import MarkerArray
 
-from wamdiff2_core.tasks import COMMANDS
 from wamdiff2_ros.node import outputs, params, qos
 from wamdiff2_ros.node.bad_input import BadInput
 from wamdiff2_ros.node.diagnostics import ERROR, WARN, NodeStats, diagnostic_array
-from wamdiff2_ros.node.images import compressed_to_rgb, image_to_rgb
-from wamdiff2_ros.node.odometry import OdometryTracker, sample_from_msg
+from wamdiff2_ros.node.fallback import LastPlan
+from wamdiff2_ros.node.health import InputHealth
+from wamdiff2_ros.node.inputs import CAMERA, ODOMETRY, InputCallbacks, NodeLinks
+from wamdiff2_ros.node.logs import ThrottledLog
+from wamdiff2_ros.node.odometry import OdometryTracker
 from wamdiff2_ros.node.planning import Outputs, PlanningHandler
 from wamdiff2_ros.node.topics import (ANSWER_TOPIC, COMMAND_TOPIC, DETECTIONS_TOPIC,
                                       DIAGNOSTICS_TOPIC, MARKERS_TOPIC, ODOMETRY_TOPIC, PATH_TOPIC,
-                                      QUESTION_TOPIC, camera_topics)
+                                      QUESTION_TOPIC, STATUS_TOPIC, camera_topics)
 from wamdiff2_ros.node.worker import Frame, PlanningWorker, WorkQueue
 
 NODE_NAME = "wamdiff2_planner"
 SUCCESS, FAILURE = TransitionCallbackReturn.SUCCESS, TransitionCallbackReturn.FAILURE
-
-
-def guarded(callback):
-    """A receiving callback that reports an unexpected exception instead of raising it.
-
-    The conversions raise BadInput for everything foreseen; this catches the rest (a bug, a
-    message no one imagined), so no single message can stop the node.
-    """
-    @functools.wraps(callback)
-    def wrapper(self, *args):
-        try:
-            return callback(self, *args)
-        except Exception as exc:  # noqa: BLE001
-            self.stats.problem(ERROR, "callback_errors", f"{callback.__name__}: "
-                               f"{type(exc).__name__}: {exc}")
-            self.get_logger().error(f"{callback.__name__} failed: {exc!r}")
-            self.report()
-    return wrapper
-
-
-def _stamp_s(stamp) -> float:
-    return stamp.sec + stamp.nanosec * 1e-9
+QOS_REFRESH_S = 1.0              # how often `auto` subscriptions re-read the publishers
 
 
 class PlannerNode(LifecycleNode):
@@ -72,53 +53,86 @@ class PlannerNode(LifecycleNode):
         super().__init__(NODE_NAME, **kwargs)
         self._values = params.declare(self)             # raises on out-of-range overrides
         self.config = params.node_config(self._values)  # raises ValueError with the reason
-        self._lock = threading.Lock()
+        self.finished = threading.Event()   # set by the shutdown transition: main() returns
         self._planner = None                 # wamdiff2_core.planner.Planner once configured
         self._staged: tuple[dict, params.NodeConfig, Any] | None = None
-        self._command = self.config.default_command
-        self._other_images: dict[int, tuple[Any, float]] = {}
-        self._subscriptions_io: list = []
+        self._subscriptions_io: list[qos.AdaptiveSubscription] = []
+        self._io_lock = threading.Lock()          # the subscriptions list vs. the QoS timer
         self._worker: PlanningWorker | None = None
         self._queue = WorkQueue()
         self.stats = NodeStats()
+        self.health = InputHealth()
+        self._log = ThrottledLog(self.get_logger(), lambda: self.config.log_throttle_s)
         self._odometry = OdometryTracker()
-        self._inputs = ReentrantCallbackGroup()
+        self._last_plan = LastPlan()
+        self._group = ReentrantCallbackGroup()
 
         # Diagnostics report in every state; results only while active (lifecycle publishers).
         self._diag_pub = self.create_publisher(DiagnosticArray, DIAGNOSTICS_TOPIC, 10)
-        self._path_pub = self.create_lifecycle_publisher(Path, PATH_TOPIC, qos.OUTPUT_QOS)
-        self._markers_pub = self.create_lifecycle_publisher(MarkerArray, MARKERS_TOPIC,
-                                                            qos.OUTPUT_QOS)
-        self._answer_pub = self.create_lifecycle_publisher(String, ANSWER_TOPIC,
-                                                           qos.OUTPUT_QOS)
-        self._detections_pub = None
+        pubs = {name: self.create_lifecycle_publisher(msg_type, topic, qos.OUTPUT_QOS)
+                for name, msg_type, topic in (
+                    ("path", Path, PATH_TOPIC), ("markers", MarkerArray, MARKERS_TOPIC),
+                    ("answer", String, ANSWER_TOPIC), ("status", DiagnosticArray, STATUS_TOPIC))}
         if outputs.HAVE_VISION_MSGS:
-            self._detections_pub = self.create_lifecycle_publisher(
+            pubs["detections"] = self.create_lifecycle_publisher(
                 outputs.Detection2DArray, DETECTIONS_TOPIC, qos.OUTPUT_QOS)
+        self._pubs = pubs
         self._handler = PlanningHandler(
-            lambda: self._planner, lambda: self.config, lambda: self._command,
+            lambda: self._planner, lambda: self.config, lambda: self._inputs.command,
             self._odometry, self.stats,
-            Outputs(self._path_pub.publish, self._markers_pub.publish,
-                    self._answer_pub.publish,
-                    self._detections_pub.publish if self._detections_pub else None,
-                    self.report),
-            self.get_logger())
+            Outputs(pubs["path"].publish, pubs["markers"].publish, pubs["answer"].publish,
+                    pubs["detections"].publish if "detections" in pubs else None,
+                    pubs["status"].publish, self.report),
+            self._log, self._last_plan, self.status_name)
+        self._inputs = InputCallbacks(NodeLinks(
+            config=lambda: self.config, queue=lambda: self._queue, now_s=self._now_s,
+            count_tokens=self._count_tokens, bad_input=self._bad_input,
+            on_error=self._callback_error, answer_refused=self._answer_refused,
+            count=self.stats.count), self._odometry, self.health)
+        # Steady-clock timers: with use_sim_time they run before the first /clock and at any
+        # replay rate (a node's health is reported in real time).
+        steady = Clock(clock_type=ClockType.STEADY_TIME)
         self._diag_timer = self.create_timer(self.config.diagnostics_period_s,
-                                             self._diagnostics_callback)
+                                             self._diagnostics_callback, clock=steady)
+        self._qos_timer = self.create_timer(QOS_REFRESH_S, self._refresh_qos_callback,
+                                            callback_group=MutuallyExclusiveCallbackGroup(),
+                                            clock=steady)
+        self._jump = self.get_clock().create_jump_callback(
+            JumpThreshold(min_forward=None, min_backward=Duration(seconds=-1.0),
+                          on_clock_change=True), post_callback=self._time_jumped)
         self.add_on_set_parameters_callback(self._validate_parameters)
         self.add_post_set_parameters_callback(self._apply_parameters)
         self._set_state("unconfigured")
 
     # ------------------------------------------------------------ diagnostics
+    def status_name(self) -> str:
+        """The DiagnosticStatus name: the node's full name (namespaces keep vehicles apart)."""
+        return f"{self.get_fully_qualified_name()}: planner"
+
     def _set_state(self, state: str) -> None:
         self.stats.state = state
+
+    def _conditions(self) -> list:
+        """Standing problems: silent inputs while active, missing pieces."""
+        cfg, out = self.config, []
+        if self.stats.state == "active":
+            inputs = {f"{CAMERA}{i}": s.topic_name
+                      for i, s in enumerate(self._subscriptions_io[:len(cfg.cameras)])}
+            if cfg.max_odometry_age_s > 0 and len(self._subscriptions_io) > len(cfg.cameras):
+                inputs[ODOMETRY] = self._subscriptions_io[len(cfg.cameras)].topic_name
+            out += self.health.silent(inputs, cfg.input_timeout_s)
+        if "detection" in cfg.tasks and not outputs.HAVE_VISION_MSGS:
+            out.append((WARN, "detection: vision_msgs is not installed, "
+                              "~/output/detections is not published (markers only)"))
+        return out
 
     def report(self, level: bytes | None = None, message: str | None = None) -> None:
         """Publish the node's DiagnosticArray now (the worst recent problem unless given)."""
         device = self.config.device
-        msg = diagnostic_array(self.stats, f"{self.get_name()}: planner",
+        msg = diagnostic_array(self.stats, self.status_name(),
                                f"wamdiff2 {self.config.checkpoint or 'bundled'} on {device}",
-                               self.get_clock().now().to_msg(), level, message)
+                               self.get_clock().now().to_msg(), level, message,
+                               self._conditions())
         try:
             self._diag_pub.publish(msg)
         except Exception:  # noqa: BLE001 - the context may be shutting down
@@ -129,8 +143,32 @@ class PlannerNode(LifecycleNode):
 
     def _bad_input(self, exc: BadInput, level: bytes = WARN) -> None:
         self.stats.problem(level, exc.kind, str(exc), bad_input=True)
-        self.get_logger().warning(f"dropped input ({exc.kind}): {exc}")
+        self._log.warn(exc.kind, f"dropped input: {exc}")
         self.report(level, f"{exc.kind}: {exc}")
+
+    def _callback_error(self, text: str) -> None:
+        self.stats.problem(ERROR, "callback_errors", text)
+        self._log.error("callback_errors", text)
+        self.report()
+
+    def _answer_refused(self) -> None:
+        self._pubs["answer"].publish(String(data=""))
+
+    def _now_s(self) -> float:
+        return self.get_clock().now().nanoseconds * 1e-9
+
+    def _count_tokens(self):
+        planner = self._planner
+        return planner.count_tokens if planner is not None else None
+
+    def _time_jumped(self, jump) -> None:
+        """ROS time went back (a simulator reset, a looping /clock) or changed source: the
+        odometry history and the last plan belong to the old timeline."""
+        self._odometry.reset()
+        self._last_plan.forget()
+        self._log.warn("time_jump", f"the node clock jumped ({jump.clock_change}, "
+                                    f"{jump.delta.nanoseconds * 1e-9:+.3f} s): odometry history "
+                                    "and last plan cleared")
 
     # ------------------------------------------------------------ lifecycle
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -154,12 +192,17 @@ class PlannerNode(LifecycleNode):
             stats = planner.warmup()
         except Exception as exc:  # noqa: BLE001 - a failed configure leaves us unconfigured
             self._set_state("unconfigured")
+            self.stats.configure_error = f"{type(exc).__name__}: {exc}"
             self.stats.problem(ERROR, "configure_failed", f"{type(exc).__name__}: {exc}")
             self.get_logger().error(f"configure failed: {type(exc).__name__}: {exc}")
             self.report()
             return FAILURE
         self._planner = planner
+        self.stats.configure_error = None
         self.get_logger().info(f"warmed up ({stats.total_ms:.0f} ms)")
+        if "detection" in cfg.tasks and not outputs.HAVE_VISION_MSGS:
+            self.get_logger().warning("tasks include detection but vision_msgs is not "
+                                      "installed: ~/output/detections is not published")
         self._set_state("inactive")
         return super().on_configure(state)
 
@@ -170,6 +213,7 @@ class PlannerNode(LifecycleNode):
                                       self._min_period, self._worker_crashed)
         self._worker.start()
         self._subscribe()
+        self.health.start()
         self._set_state("active")
         self.get_logger().info("ready: planning on " + ", ".join(
             s.topic_name for s in self._subscriptions_io))
@@ -183,6 +227,8 @@ class PlannerNode(LifecycleNode):
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._planner = None
+        self._odometry.reset()
+        self._last_plan.forget()
         self._set_state("unconfigured")
         return super().on_cleanup(state)
 
@@ -190,6 +236,8 @@ class PlannerNode(LifecycleNode):
         self._stop_io()
         self._planner = None
         self._set_state("finalized")
+        self.report()
+        self.finished.set()                   # main() ends the process
         return super().on_shutdown(state)
 
     def start(self) -> bool:
@@ -204,15 +252,16 @@ class PlannerNode(LifecycleNode):
         self._planner = None
 
     def _stop_io(self) -> None:
-        for sub in self._subscriptions_io:
-            self.destroy_subscription(sub)
-        self._subscriptions_io = []
+        self.health.stop()
+        with self._io_lock:
+            for sub in self._subscriptions_io:
+                sub.destroy()
+            self._subscriptions_io = []
         if self._worker is not None:
             if not self._worker.stop(timeout=60.0):
                 self.get_logger().warning("planning thread still busy; leaving it behind")
             self._worker = None
-        with self._lock:
-            self._other_images.clear()
+        self._inputs.clear()
 
     def _min_period(self) -> float:
         rate = self.config.max_planning_rate_hz
@@ -223,81 +272,43 @@ class PlannerNode(LifecycleNode):
         self.report()
 
     def _plan_frame(self, frame: Frame) -> None:
-        self._handler.on_frame(frame, self.get_clock().now().nanoseconds * 1e-9)
+        self._handler.on_frame(frame, self._now_s())
 
     # ------------------------------------------------------------ inputs
     def _subscribe(self) -> None:
-        cfg = self.config
-        camera_qos = qos.CAMERA_QOS[cfg.camera_qos]
-        for index, (msg_type, topic) in enumerate(camera_topics(cfg)):
-            self._subscriptions_io.append(self.create_subscription(
-                msg_type, topic, lambda msg, i=index: self._image_callback(i, msg),
-                camera_qos, callback_group=self._inputs))
-        for msg_type, topic, callback, profile in (
-                (Odometry, ODOMETRY_TOPIC, self._odometry_callback, qos.ODOMETRY_QOS),
-                (String, COMMAND_TOPIC, self._command_callback, qos.COMMAND_QOS),
-                (String, QUESTION_TOPIC, self._question_callback, qos.COMMAND_QOS)):
-            self._subscriptions_io.append(self.create_subscription(
-                msg_type, topic, callback, profile, callback_group=self._inputs))
+        """Cameras first (in order), then odometry, command, question."""
+        cfg, inputs = self.config, self._inputs
+        topics = [(msg_type, topic, lambda msg, i=index: inputs.image(i, msg),
+                   qos.camera_qos(cfg.camera_qos))
+                  for index, (msg_type, topic) in enumerate(camera_topics(cfg))]
+        topics += [(Odometry, ODOMETRY_TOPIC, inputs.odometry, qos.odometry_qos(cfg.odometry_qos)),
+                   (String, COMMAND_TOPIC, inputs.command_msg, qos.COMMAND_QOS),
+                   (String, QUESTION_TOPIC, inputs.question, qos.QUESTION_QOS)]
+        with self._io_lock:
+            for msg_type, topic, callback, topic_qos in topics:
+                self._subscriptions_io.append(qos.AdaptiveSubscription(
+                    self, msg_type, topic, callback, topic_qos, self._group,
+                    on_change=self._qos_changed, on_incompatible=self._qos_incompatible,
+                    on_lost=self._messages_lost))
 
-    @guarded
-    def _image_callback(self, camera: int, msg) -> None:
-        self.stats.count("frames_received")
-        try:
-            rgb = image_to_rgb(msg) if isinstance(msg, Image) else compressed_to_rgb(msg)
-        except BadInput as exc:
-            self._bad_input(exc)
-            return
-        stamp = _stamp_s(msg.header.stamp)
-        if camera > 0:
-            with self._lock:
-                self._other_images[camera] = (rgb, stamp)
-            return
-        images = [rgb]
-        max_age = self.config.max_input_age_s
-        for other in range(1, len(self.config.cameras)):
-            with self._lock:
-                entry = self._other_images.get(other)
-            if entry is None or (max_age > 0 and abs(entry[1] - stamp) > max_age):
-                self._bad_input(BadInput("camera_missing", f"no image from camera "
-                                         f"{self.config.cameras[other]!r} within "
-                                         f"{max_age:g} s of frame {stamp:.3f}"))
-                return
-            images.append(entry[0])
-        replaced = self._queue.put_frame(Frame(tuple(images), msg.header, stamp,
-                                               time.monotonic()))
-        if replaced is not None:
-            self.stats.count("dropped_frames")
+    def _refresh_qos_callback(self) -> None:
+        with self._io_lock:
+            for sub in self._subscriptions_io:
+                try:
+                    sub.refresh()
+                except Exception as exc:  # noqa: BLE001 - a graph query during teardown
+                    self._log.debug(f"QoS refresh of {sub.topic_name} failed: {exc!r}")
 
-    @guarded
-    def _odometry_callback(self, msg: Odometry) -> None:
-        try:
-            self._odometry.update(sample_from_msg(msg))
-        except BadInput as exc:
-            self._bad_input(exc)
+    def _qos_changed(self, topic: str, profile: str) -> None:
+        self.get_logger().info(f"subscribed to {topic} ({profile})")
 
-    @guarded
-    def _command_callback(self, msg: String) -> None:
-        command = msg.data.strip().lower()
-        if command in COMMANDS:
-            self._command = command
-            return
-        self._command = self.config.default_command
-        self._bad_input(BadInput("command_unknown", f"unknown command {msg.data!r} (expected "
-                                 f"one of {', '.join(COMMANDS)}); using "
-                                 f"{self._command!r}"))
+    def _qos_incompatible(self, topic: str, text: str) -> None:
+        self._bad_input(BadInput("qos_incompatible", f"{topic}: {text}"))
 
-    @guarded
-    def _question_callback(self, msg: String) -> None:
-        if "qa" not in self.config.tasks:
-            self._bad_input(BadInput("question_ignored", "the qa task is disabled (parameter "
-                                                         "tasks)"))
-            return
-        if not msg.data.strip():
-            self._bad_input(BadInput("question_empty", "empty question"))
-            return
-        if self._queue.put_question(msg.data.strip()) is not None:
-            self.stats.count("questions_dropped")
+    def _messages_lost(self, topic: str, count: int) -> None:
+        if count > 0:
+            self.stats.count("messages_lost", count)
+            self._log.warn("messages_lost", f"DDS lost {count} message(s) on {topic}")
 
     # ------------------------------------------------------------ parameters
     def _state_label(self) -> str:
@@ -368,6 +379,9 @@ def main(args: list[str] | None = None) -> int:
 
 
 def _run(args: list[str] | None) -> int:
+    # No progress bars in a node's log (transformers' "Loading weights" bar reads this when
+    # it is imported, at configure): the log says "loading ..." and "warmed up" instead.
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     try:
         rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     except RuntimeError as exc:   # rclpy's RCLError: malformed --ros-args
@@ -386,7 +400,7 @@ def _run(args: list[str] | None) -> int:
         if node.config.autostart and not node.start():
             node.get_logger().error("autostart failed; waiting in state "
                                     f"{node._state_label()} for lifecycle transitions")
-        while rclpy.ok():
+        while rclpy.ok() and not node.finished.is_set():
             executor.spin_once(timeout_sec=0.2)   # returns often enough to take a signal
     except (KeyboardInterrupt, ExternalShutdownException):
         pass

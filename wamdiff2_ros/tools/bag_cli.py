@@ -111,6 +111,9 @@ def _register_replay(group) -> None:
     p.add_argument("--remap", action="append", default=[], metavar="FROM:=TO",
                    help="publish bag topic FROM as TO (repeatable)")
     p.add_argument("--loop", action="store_true", help="start again at the end")
+    p.add_argument("--clock", type=float, nargs="?", const=40.0, default=0.0, metavar="HZ",
+                   help="also publish the bag's time on /clock, HZ times a second (default "
+                        "40) and before every message, for nodes with use_sim_time")
     p.add_argument("--delay", type=float, default=0.0, metavar="S",
                    help="wait S seconds after creating the publishers (default 0)")
     p.add_argument("--wait-for", nargs="+", default=(), metavar="TOPIC",
@@ -128,7 +131,7 @@ def _replay(args) -> int:
     config = _checked(ReplayConfig, bag=Path(args.bag), rate=args.rate,
                       topics=tuple(args.topics) if args.topics else None,
                       remaps=_checked(parse_remaps, args.remap), loop=args.loop,
-                      delay_s=args.delay)
+                      delay_s=args.delay, clock_hz=args.clock)
     show = None if args.quiet else progress_printer(config.rate)
     result = replay(config, wait_for=tuple(args.wait_for), wait_timeout_s=args.wait_timeout,
                     progress=show)

@@ -75,6 +75,11 @@ class OutputTopics:
         return f"/{self.node}/output/markers"
 
     @property
+    def status(self) -> str:
+        """Where each Path came from (model, last_plan, stop): diagnostic_msgs/DiagnosticArray."""
+        return f"/{self.node}/output/status"
+
+    @property
     def detections(self) -> str:
         return f"/{self.node}/output/detections_json"
 

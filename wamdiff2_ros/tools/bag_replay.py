@@ -4,7 +4,10 @@ Messages are published as the recorded CDR bytes (`Publisher.publish(bytes)`), n
 re-serialised. Publishers are reliable (they serve reliable and best-effort subscribers
 alike, and large frames arrive with this DDS) and keep a topic's recorded
 transient-local durability. Before the first message the whole selection is checked:
-every topic exists and its type is installed, and header stamps never go backwards.
+every topic exists and its type is installed, and header stamps never go backwards. With
+`clock_hz` (`--clock`) the replay also publishes the bag's time on /clock (rosgraph_msgs/
+Clock, at that rate and before every message, scaled like the messages), so nodes with
+`use_sim_time` run on bag time; a loop starts the clock again at the bag's start.
 """
 from __future__ import annotations
 
@@ -32,12 +35,15 @@ class ReplayConfig:
     remaps: dict[str, str] = field(default_factory=dict)   # bag topic -> published name
     loop: bool = False
     delay_s: float = 0.0                           # pause after the publishers exist
+    clock_hz: float = 0.0                          # /clock publications a second; 0: none
 
     def __post_init__(self) -> None:
         if not self.rate > 0:
             raise ValueError(f"rate must be positive, got {self.rate}")
         if self.delay_s < 0:
             raise ValueError(f"delay must be >= 0, got {self.delay_s}")
+        if not 0 <= self.clock_hz <= 1000:
+            raise ValueError(f"clock must be 0..1000 Hz, got {self.clock_hz}")
 
 
 @dataclass
@@ -118,6 +124,19 @@ class BagPlayer:
             target = config.remaps.get(name, name)
             self.publishers[name] = node.create_publisher(classes[name], target,
                                                           publisher_qos(bag.topics[name]))
+        self._clock = None
+        if config.clock_hz > 0:
+            from rosgraph_msgs.msg import Clock
+
+            self._clock_msg = Clock()
+            self._clock = node.create_publisher(Clock, "/clock", QoSProfile(
+                history=HistoryPolicy.KEEP_LAST, depth=1,
+                reliability=ReliabilityPolicy.RELIABLE))
+
+    def _publish_clock(self, bag_ns: int) -> None:
+        self._clock_msg.clock.sec, self._clock_msg.clock.nanosec = divmod(int(bag_ns),
+                                                                           1_000_000_000)
+        self._clock.publish(self._clock_msg)
 
     def published_name(self, topic: str) -> str:
         """The name `topic` is published under (after remapping)."""
@@ -147,8 +166,9 @@ class BagPlayer:
         try:
             if self.config.delay_s and stop.wait(self.config.delay_s):
                 return state
+            clock_period = 1.0 / self.config.clock_hz if self._clock is not None else None
             while not stop.is_set():
-                start_wall, first_ns = time.monotonic(), None
+                start_wall, first_ns, next_clock = time.monotonic(), None, 0.0
                 for topic, _, log_ns, raw in self.bag.messages(self.topics):
                     first_ns = log_ns if first_ns is None else first_ns
                     target = start_wall + (log_ns - first_ns) * 1e-9 / self.config.rate
@@ -159,11 +179,18 @@ class BagPlayer:
                                 now - start_wall) * self.config.rate)
                             progress(state)
                             last_report = now
+                        if clock_period is not None and now >= next_clock:
+                            self._publish_clock(min(log_ns, first_ns + (
+                                now - start_wall) * self.config.rate * 1e9))
+                            next_clock = now + clock_period
                         if now >= target:
                             break
-                        time.sleep(min(0.05, target - now))
+                        wake = target if clock_period is None else min(target, next_clock)
+                        time.sleep(max(0.0, min(0.05, wake - now)))
                     if stop.is_set():
                         break
+                    if clock_period is not None:
+                        self._publish_clock(log_ns)        # never behind the message's time
                     self.publishers[topic].publish(raw)
                     state.messages += 1
                     state.bag_elapsed_s = (log_ns - first_ns) * 1e-9
@@ -198,6 +225,9 @@ class BagPlayer:
         for pub in self.publishers.values():
             self.node.destroy_publisher(pub)
         self.publishers = {}
+        if self._clock is not None:
+            self.node.destroy_publisher(self._clock)
+            self._clock = None
 
 
 def make_player(node, bag: BagReader, config: ReplayConfig,

@@ -11,6 +11,19 @@ from wamdiff2_core.sim.camera import parse_resolution
 from wamdiff2_core.types import bundled_checkpoint_path
 
 
+def _node_options(parser: argparse.ArgumentParser) -> None:
+    """What both node benchmarks take: the model, decoding, camera size, params file, domain,
+    and a JSON copy of the numbers."""
+    add_model_arguments(parser)
+    add_decode_options(parser, ("max_new_tokens",))
+    parser.add_argument("--size", default="640x360", help="camera WIDTHxHEIGHT (640x360)")
+    parser.add_argument("--params-file", default=None,
+                        help="node parameters (default: the package's config/wamdiff2.yaml)")
+    parser.add_argument("--domain-id", type=int, default=0,
+                        help="ROS_DOMAIN_ID for the run (default: derived from the pid)")
+    parser.add_argument("--json", metavar="PATH", help="also write the numbers as JSON")
+
+
 def register(subparsers) -> None:
     bench = subgroup(subparsers, "bench")
     parser = bench.add_parser(
@@ -18,16 +31,20 @@ def register(subparsers) -> None:
         description="Start planner_node with the params file, publish simulator frames one "
                     "at a time over DDS and time image -> Path (p50, p95) next to "
                     "Planner.plan on the same frames in this process.")
-    add_model_arguments(parser)
-    add_decode_options(parser, ("max_new_tokens",))
+    _node_options(parser)
     parser.add_argument("--frames", type=int, default=20, help="timed frames (default 20)")
-    parser.add_argument("--size", default="640x360", help="camera WIDTHxHEIGHT (640x360)")
-    parser.add_argument("--params-file", default=None,
-                        help="node parameters (default: the package's config/wamdiff2.yaml)")
-    parser.add_argument("--domain-id", type=int, default=0,
-                        help="ROS_DOMAIN_ID for the run (default: derived from the pid)")
-    parser.add_argument("--json", metavar="PATH", help="also write the numbers as JSON")
     parser.set_defaults(func=run)
+
+    soak = bench.add_parser(
+        "soak", help="the node under a steady camera for minutes: memory, paths/min, latency",
+        description="Start planner_node with the params file as shipped, publish simulator "
+                    "frames (with odometry at their speed) at --rate for --minutes, and "
+                    "report the node's RSS (start, end, max), Paths per minute by source "
+                    "and image -> Path latency p50/p95.")
+    _node_options(soak)
+    soak.add_argument("--minutes", type=float, default=10.0, help="duration (default 10)")
+    soak.add_argument("--rate", type=float, default=15.0, help="camera Hz (default 15)")
+    soak.set_defaults(func=run_soak)
 
 
 def _size(text: str) -> tuple[int, int]:
@@ -37,26 +54,57 @@ def _size(text: str) -> tuple[int, int]:
         raise CliError(f"--size: {exc}") from None
 
 
-def run(args: argparse.Namespace) -> int:
+def _bench_config(args: argparse.Namespace, frames: int, as_shipped: bool):
     from pathlib import Path
 
-    from wamdiff2_ros.tools.node_bench import BenchConfig, run_bench
+    from wamdiff2_ros.tools.node_bench import BenchConfig
 
-    if args.frames < 1:
-        raise CliError("--frames must be at least 1")
     if not 0 <= args.domain_id <= 232:
         raise CliError("--domain-id must be in 0..232")
     width, height = _size(args.size)
-    decode = decode_config(args)
     checkpoint = args.checkpoint or args.preset
     if checkpoint is None and bundled_checkpoint_path() is None:
         raise CliError("this checkout has no bundled model: pass --checkpoint DIR or "
                        "--preset NAME")
-    cfg = BenchConfig(checkpoint=checkpoint, decode=decode, backend=args.backend,
-                      device=args.device, dtype=args.dtype, frames=args.frames, width=width,
-                      height=height, domain_id=args.domain_id,
-                      params_file=Path(args.params_file) if args.params_file else None,
-                      fields=field_overrides(args))
+    return BenchConfig(checkpoint=checkpoint, decode=decode_config(args), backend=args.backend,
+                       device=args.device, dtype=args.dtype, frames=frames, width=width,
+                       height=height, domain_id=args.domain_id, as_shipped=as_shipped,
+                       params_file=Path(args.params_file) if args.params_file else None,
+                       fields=field_overrides(args))
+
+
+def run_soak(args: argparse.Namespace) -> int:
+    import sys
+    from pathlib import Path
+
+    from wamdiff2_ros.tools.node_soak import SoakConfig, run_soak as soak
+
+    if not args.minutes > 0 or not 0 < args.rate <= 200:
+        raise CliError("--minutes must be > 0 and --rate in (0, 200]")
+    bench = _bench_config(args, 1, as_shipped=True)
+    print(f"wamdiff2 bench soak: {bench.checkpoint or 'bundled model'} on {args.device}, "
+          f"{bench.width}x{bench.height} at {args.rate:g} Hz for {args.minutes:g} min",
+          flush=True)
+    try:
+        result = soak(SoakConfig(bench, minutes=args.minutes, rate_hz=args.rate),
+                      say=lambda line: print(line, file=sys.stderr, flush=True))
+    except (RuntimeError, TimeoutError) as exc:
+        raise CliError(str(exc)) from None
+    print(result.lines())
+    if args.json:
+        Path(args.json).write_text(json.dumps(result.summary(), indent=2) + "\n")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from wamdiff2_ros.tools.node_bench import run_bench
+
+    if args.frames < 1:
+        raise CliError("--frames must be at least 1")
+    cfg = _bench_config(args, args.frames, as_shipped=False)
+    checkpoint, decode, width, height = cfg.checkpoint, cfg.decode, cfg.width, cfg.height
     try:
         result = run_bench(cfg)
     except (RuntimeError, TimeoutError) as exc:

@@ -62,7 +62,13 @@ class FrameOutcome:
     published_at: float | None = None      # monotonic
     path_at: float | None = None
     markers_at: float | None = None
-    waypoints: np.ndarray | None = None
+    path_waypoints: np.ndarray | None = None
+    source: str | None = None              # ~/output/status: model, last_plan or stop
+
+    @property
+    def waypoints(self) -> np.ndarray | None:
+        """The model's own plan (a fallback Path is not the model's answer)."""
+        return self.path_waypoints if self.source == "model" else None
 
     @property
     def status(self) -> str:
@@ -91,10 +97,11 @@ def _say(cfg: DemoConfig, text: str) -> None:
 
 
 def node_overrides(cfg: DemoConfig) -> dict:
-    """Parameters on top of the params file: the bag's stamps are old (no age limit), the
-    path stays in base_link (scored against the ground truth there)."""
+    """Parameters on top of the params file: the bag's stamps are old (no age limit), every
+    plan is the model's however slow the machine (no plan timeout), the path stays in
+    base_link (scored against the ground truth there)."""
 
-    out = {"max_input_age_s": 0.0, "path_in_odom": False,
+    out = {"max_input_age_s": 0.0, "plan_timeout_s": 0.0, "path_in_odom": False,
            "image_transport": "compressed" if cfg.compressed else "raw"}
     if cfg.checkpoint is not None:
         out["checkpoint"] = cfg.checkpoint
@@ -171,8 +178,16 @@ class FrameMatcher:
             if outcome is not None and outcome.path_at is None:
                 msg = deserialize_message(item.raw, PathMsg)
                 outcome.path_at = item.at
-                outcome.waypoints = np.array([[p.pose.position.x, p.pose.position.y]
-                                              for p in msg.poses], dtype=np.float64)
+                outcome.path_waypoints = np.array([[p.pose.position.x, p.pose.position.y]
+                                                   for p in msg.poses], dtype=np.float64)
+        elif item.topic == self.topics.status:
+            from diagnostic_msgs.msg import DiagnosticArray
+
+            outcome = self.outcomes.get(header_stamp_ns(item.raw))
+            msg = deserialize_message(item.raw, DiagnosticArray)
+            if outcome is not None and msg.status:
+                values = {kv.key: kv.value for kv in msg.status[0].values}
+                outcome.source = values.get("source")
         elif item.topic == self.topics.markers:
             for marker in deserialize_message(item.raw, MarkerArray).markers:
                 stamp = marker.header.stamp.sec * 1_000_000_000 + marker.header.stamp.nanosec

@@ -128,6 +128,7 @@ class OutputRecorder:
         self.events = threading.Condition(self._lock)
         for topic, cls, msgtype in ((topics.path, PathMsg, TYPES["path"]),
                                     (topics.markers, MarkerArray, TYPES["markers"]),
+                                    (topics.status, DiagnosticArray, TYPES["diagnostics"]),
                                     ("/diagnostics", DiagnosticArray, TYPES["diagnostics"])):
             node.create_subscription(cls, topic, lambda raw, t=topic, m=msgtype:
                                      self._record(t, m, raw), qos, raw=True)

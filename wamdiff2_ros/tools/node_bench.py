@@ -4,11 +4,14 @@ Both numbers come from one run, on the same simulator frames and the same decodi
 settings, frame by frame: `Planner.plan` in this process, then the `planner_node` executable
 (started with the params file) fed that frame over DDS, timed from just before `publish` to
 the arrival of the Path stamped with that frame. Frames go one at a time, so the numbers
-are latency, not queueing. A model whose answer does not parse publishes no Path; those
-frames are timed to the node's markers for that frame instead and reported separately.
+are latency, not queueing. For a frame whose answer does not parse the node publishes its
+fallback Path (`~/output/status` says so): those frames are timed to the node's markers
+and reported separately; only the model's own Paths count as image -> Path. The node runs
+without requiring odometry and without a plan timeout (the bare planner has neither).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -45,6 +48,8 @@ class BenchConfig:
     params_file: Path | None = None  # None: the package's config/wamdiff2.yaml
     timeout_s: float = 300.0
     fields: dict = field(default_factory=dict)   # diffusion fields given by the user
+    overrides: dict = field(default_factory=dict)   # more node parameters (name -> value)
+    as_shipped: bool = False         # keep the params file's odometry and timeout limits
 
 
 @dataclass
@@ -76,8 +81,8 @@ class BenchResult:
             else:
                 lines.append(f"{name:26s}{'-':>10s}{'-':>10s}{0:8d}")
         if not s["node_image_to_path_ms"]["n"]:
-            lines.append("no Path was published: the model's answers did not parse (an "
-                         "untrained preset?); image -> markers times the same work")
+            lines.append("no Path came from the model (only fallbacks): its answers did not "
+                         "parse (an untrained preset?); image -> markers times the same work")
         return "\n".join(lines)
 
 
@@ -145,24 +150,30 @@ class _BarePlanner:
         return out[0]
 
 
-def _node_command(cfg: BenchConfig) -> list[str]:
+def node_command(cfg: BenchConfig) -> list[str]:
     exe = Path(sys.executable).parent / "planner_node"
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "wamdiff2_ros.node.planner_node"]
     overrides = {"checkpoint": cfg.checkpoint or "", "device": cfg.device,
                  "dtype": cfg.dtype or "", "backend": cfg.backend, "tasks": "[planning]",
+                 **({} if cfg.as_shipped else {"max_odometry_age_s": 0.0,
+                                                "plan_timeout_s": 0.0}),
                  **params.decode_values(cfg.decode),
-                 **{f"model.{k}": v for k, v in cfg.fields.items() if k != "block_size"}}
+                 **{f"model.{k}": v for k, v in cfg.fields.items() if k != "block_size"},
+                 **cfg.overrides}
     cmd += ["--ros-args", "--params-file", str(cfg.params_file or default_params_file())]
     for name, value in overrides.items():
         cmd += ["-p", f"{name}:={value if value != '' else repr('')}"]
     return cmd
 
 
-class _Client:
-    """Publishes frames to the node and notes when each stamped Path / MarkerArray arrives."""
+class NodeClient:
+    """Publishes frames (and odometry) to the node; notes when each stamped Path, MarkerArray
+    and ~/output/status arrives, and the source (model, last_plan, stop) of each Path."""
 
     def __init__(self, domain_id: int):
         import rclpy
+        from diagnostic_msgs.msg import DiagnosticArray
+        from nav_msgs.msg import Odometry
         from nav_msgs.msg import Path as PathMsg
         from rclpy.context import Context
         from rclpy.executors import SingleThreadedExecutor
@@ -174,16 +185,21 @@ class _Client:
         self.context = Context()
         rclpy.init(context=self.context, domain_id=domain_id)
         self.node = rclpy.create_node("wamdiff2_bench", context=self.context)
-        self.arrived: dict[str, dict[int, float]] = {"path": {}, "markers": {}}
+        self.arrived: dict[str, dict[int, float]] = {"path": {}, "markers": {}, "status": {}}
+        self.sources: dict[int, str] = {}
         self._lock = threading.Lock()
         reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
         self.pub = self.node.create_publisher(
             Image, f"{NODE}/input/image", QoSProfile(depth=1,
                                                      reliability=ReliabilityPolicy.RELIABLE))
+        self.odometry_pub = self.node.create_publisher(Odometry, f"{NODE}/input/odometry",
+                                                       reliable)
         self.node.create_subscription(PathMsg, f"{NODE}/output/path",
                                       lambda m: self._note("path", m.header.stamp), reliable)
         self.node.create_subscription(MarkerArray, f"{NODE}/output/markers",
                                       lambda m: self._note_markers(m), reliable)
+        self.node.create_subscription(DiagnosticArray, f"{NODE}/output/status",
+                                      self._note_status, reliable)
         self._executor = SingleThreadedExecutor(context=self.context)
         self._executor.add_node(self.node)
         self._thread = threading.Thread(target=self._spin, daemon=True)
@@ -204,9 +220,21 @@ class _Client:
             if m.ns == "wamdiff2/status":
                 self._note("markers", m.header.stamp)
 
+    def _note_status(self, msg) -> None:
+        stamp = msg.header.stamp
+        values = {kv.key: kv.value for kv in msg.status[0].values} if msg.status else {}
+        with self._lock:
+            self.sources[stamp.sec * 10**9 + stamp.nanosec] = values.get("source", "")
+        self._note("status", stamp)
+
     def arrival(self, key: str, stamp_ns: int) -> float | None:
         with self._lock:
             return self.arrived[key].get(stamp_ns)
+
+    def source(self, stamp_ns: int) -> str | None:
+        """Where the Path for that frame came from (model, last_plan, stop), if it came."""
+        with self._lock:
+            return self.sources.get(stamp_ns)
 
     def close(self) -> None:
         self._executor.shutdown(timeout_sec=1.0)
@@ -214,7 +242,7 @@ class _Client:
         self._rclpy.try_shutdown(context=self.context)
 
 
-def _wait(predicate, timeout: float, what: str, proc: subprocess.Popen, log):
+def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen, log):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
@@ -228,6 +256,28 @@ def _wait(predicate, timeout: float, what: str, proc: subprocess.Popen, log):
     raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
+@contextlib.contextmanager
+def running_node(cfg: BenchConfig):
+    """`planner_node` started with the bench's parameters, and a NodeClient on its domain:
+    yields (process, its log file, client); on exit the client closes and the node gets
+    SIGINT (killed if it is not gone after 60 s)."""
+    domain = cfg.domain_id or 1 + os.getpid() % 101
+    log = tempfile.TemporaryFile("w+")
+    proc = subprocess.Popen(node_command(cfg), env=dict(os.environ, ROS_DOMAIN_ID=str(domain)),
+                            stdout=log, stderr=subprocess.STDOUT, text=True)
+    client = NodeClient(domain)
+    try:
+        yield proc, log, client
+    finally:
+        client.close()
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
 def run_bench(cfg: BenchConfig) -> BenchResult:
     """Time each frame through the bare planner, then through the node, frame by frame.
 
@@ -239,15 +289,9 @@ def run_bench(cfg: BenchConfig) -> BenchResult:
     frames = bench_frames(cfg.frames + cfg.warmup_frames, cfg.width, cfg.height)
     result = BenchResult(frames=cfg.frames)
     bare = _BarePlanner(cfg)
-    domain = cfg.domain_id or 1 + os.getpid() % 101
-    env = dict(os.environ, ROS_DOMAIN_ID=str(domain))
-    log = tempfile.TemporaryFile("w+")
-    proc = subprocess.Popen(_node_command(cfg), env=env, stdout=log, stderr=subprocess.STDOUT,
-                            text=True)
-    client = _Client(domain)
-    try:
-        _wait(lambda: client.pub.get_subscription_count() > 0, cfg.timeout_s,
-              "the node to load, warm up and subscribe", proc, log)
+    with running_node(cfg) as (proc, log, client):
+        wait_for(lambda: client.pub.get_subscription_count() > 0, cfg.timeout_s,
+                 "the node to load, warm up and subscribe", proc, log)
         for i, rgb in enumerate(frames):
             timed = i >= cfg.warmup_frames
             planner_ms, parsed = bare.time_plan(rgb)
@@ -262,19 +306,14 @@ def run_bench(cfg: BenchConfig) -> BenchResult:
             msg.header.frame_id = "camera_front"
             start = time.perf_counter()
             client.pub.publish(msg)
-            markers_at = _wait(lambda: client.arrival("markers", now_ns), cfg.timeout_s,
-                               f"the node's result for frame {i}", proc, log)
-            path_at = client.arrival("path", now_ns)
+            wait_for(lambda: client.arrival("markers", now_ns) and
+                     client.arrival("status", now_ns), cfg.timeout_s,
+                     f"the node's result for frame {i}", proc, log)
+            markers_at = client.arrival("markers", now_ns)
+            path_at = client.arrival("path", now_ns) if client.source(now_ns) == "model" \
+                else None
             if timed:
                 result.node_result_ms.append((markers_at - start) * 1e3)
                 if path_at is not None:
                     result.node_path_ms.append((path_at - start) * 1e3)
-    finally:
-        client.close()
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
     return result

@@ -196,3 +196,47 @@ def test_bad_compressed_images_raise_bad_input(make, kind):
     with pytest.raises(BadInput) as info:
         compressed_to_rgb(make(jpg.tobytes()))
     assert info.value.kind == kind
+
+
+def test_jpeg_with_bytes_after_its_end_marker_is_accepted():
+    """Some cameras append trailers after FF D9; the image is complete, not truncated."""
+    ok, jpg = cv2.imencode(".jpg", _rgb(32, 48))
+    for trailer in (b"trailer from the camera", b"\xff\xd9\x00junk", bytes(range(256))):
+        out = compressed_to_rgb(_compressed(jpg.tobytes() + trailer))
+        assert out.shape == (32, 48, 3)
+
+
+def test_truncated_jpeg_with_an_early_end_marker_is_still_rejected():
+    """A thumbnail's end marker before the main scan does not make a cut image complete."""
+    ok, jpg = cv2.imencode(".jpg", _rgb(64, 64))
+    data = jpg.tobytes()
+    scan = data.rfind(b"\xff\xda")
+    cut = data[:2] + b"\xff\xd9" + data[2:scan + (len(data) - scan) // 2]
+    with pytest.raises(BadInput) as info:
+        compressed_to_rgb(_compressed(cut))
+    assert info.value.kind == "compressed_corrupt"
+
+
+def test_pixel_limit_refuses_huge_images_before_decoding():
+    import tracemalloc
+
+    from image_bombs import png_bomb
+
+    bomb = png_bomb(12000, 12000)                              # ~420 KB, 432 MB of pixels
+    tracemalloc.start()
+    with pytest.raises(BadInput) as info:
+        compressed_to_rgb(_compressed(bomb, "png"))
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert info.value.kind == "image_too_large" and "12000x12000" in str(info.value)
+    assert peak < 20e6, f"{peak / 1e6:.0f} MB allocated: it decoded"
+    raw = Image(height=12000, width=12000, encoding="rgb8", step=36000)   # no data needed
+    with pytest.raises(BadInput) as info:
+        image_to_rgb(raw)
+    assert info.value.kind == "image_too_large"
+    # the limit is a parameter: the next good image, and a small limit
+    ok, png = cv2.imencode(".png", _rgb(32, 32))
+    assert compressed_to_rgb(_compressed(png.tobytes(), "png")).shape == (32, 32, 3)
+    with pytest.raises(BadInput):
+        compressed_to_rgb(_compressed(png.tobytes(), "png"), max_pixels=1000)
+    assert image_to_rgb(_msg(_rgb(32, 32), "rgb8"), max_pixels=1024).shape == (32, 32, 3)

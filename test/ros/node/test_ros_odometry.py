@@ -73,6 +73,52 @@ def test_zero_quaternion_and_out_of_order_messages_are_rejected():
     assert info.value.kind == "odometry_out_of_order"
 
 
+def test_implausible_speed_and_acceleration_are_rejected_and_state_kept():
+    tracker = OdometryTracker()
+    with pytest.raises(BadInput) as info:
+        sample_from_msg(_odom(1.0, vx=1e300), max_speed_mps=70.0)
+    assert info.value.kind == "odometry_implausible" and "max_speed_mps" in str(info.value)
+    tracker.update(sample_from_msg(_odom(1.0, vx=10.0)), max_accel_mps2=20.0)
+    with pytest.raises(BadInput) as info:                     # 60 m/s in 0.1 s: 500 m/s^2
+        tracker.update(sample_from_msg(_odom(1.1, vx=60.0), max_speed_mps=70.0),
+                       max_accel_mps2=20.0)
+    assert info.value.kind == "odometry_implausible" and "acceleration" in str(info.value)
+    assert tracker.motion().velocity == (10.0, 0.0)
+    motion = tracker.update(sample_from_msg(_odom(1.2, vx=11.0)), max_accel_mps2=20.0)
+    assert motion.acceleration == pytest.approx((5.0, 0.0))        # the next good one
+
+
+def test_nearly_equal_stamps_give_no_infinite_acceleration():
+    tracker = OdometryTracker()
+    tracker.update(sample_from_msg(_odom(1.0, vx=1.0)))
+    motion = tracker.update(sample_from_msg(_odom(1.0 + 1e-9, vx=50.0)), max_accel_mps2=20.0)
+    assert motion.acceleration == (0.0, 0.0) and motion.velocity == (50.0, 0.0)
+
+
+def test_a_backwards_jump_of_time_starts_a_new_history():
+    """A bag loop or a simulator reset: stamps restart; odometry keeps being accepted."""
+    tracker = OdometryTracker()
+    for t in (100.0, 100.1, 100.2):
+        tracker.update(sample_from_msg(_odom(t, vx=5.0, x=t)))
+    with pytest.raises(BadInput):                             # slight disorder: rejected
+        tracker.update(sample_from_msg(_odom(99.9, vx=5.0)))
+    motion = tracker.update(sample_from_msg(_odom(3.0, vx=2.0, x=1.0)))   # time restarted
+    assert tracker.resets == 1 and motion.velocity == (2.0, 0.0)
+    assert motion.acceleration == (0.0, 0.0) and motion.stamp == pytest.approx(3.0)
+    assert tracker.pose_at(3.0, tolerance_s=0.1)[1] == pytest.approx(1.0)
+    tracker.update(sample_from_msg(_odom(3.1, vx=2.5)))
+    assert tracker.motion().acceleration == pytest.approx((5.0, 0.0))
+
+
+def test_reset_forgets_everything():
+    tracker = OdometryTracker()
+    tracker.update(sample_from_msg(_odom(50.0, vx=5.0)))
+    tracker.reset()
+    assert tracker.motion().stamp is None
+    tracker.update(sample_from_msg(_odom(1.0, vx=1.0)))              # older: accepted now
+    assert tracker.motion().velocity == (1.0, 0.0)
+
+
 @given(st.floats(-math.pi + 1e-6, math.pi))
 def test_yaw_round_trip(yaw):
     assert yaw_from_quaternion(0.0, 0.0, math.sin(yaw / 2), math.cos(yaw / 2)) == \

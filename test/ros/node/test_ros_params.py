@@ -57,7 +57,7 @@ def test_planning_decode_overrides_only_what_is_set():
 
 def test_params_file_declares_exactly_the_node_parameters_with_their_defaults():
     tree = yaml.safe_load(PARAMS_FILE.read_text())
-    values = _flatten(tree["wamdiff2_planner"]["ros__parameters"])
+    values = _flatten(tree["/**"]["ros__parameters"])         # any namespace, any name
     assert values == _defaults()
 
 
@@ -84,6 +84,9 @@ def test_every_parameter_has_a_description_and_numbers_have_ranges():
     ("default_command", "reverse", "default_command"),
     ("image_transport", "theora", "image_transport"),
     ("camera_qos", "fast", "camera_qos"),
+    ("odometry_qos", "best", "odometry_qos"),
+    ("backend", "bogus", "backend"),
+    ("fallback", "coast", "fallback"),
     ("output_frame", "  ", "output_frame"),
 ])
 def test_invalid_values_are_rejected_with_the_parameter_and_reason(name, value, reason):
@@ -214,6 +217,15 @@ def test_decode_values_inverts_decode_config():
         assert params.decode_config(values) == decode
 
 
+def test_main_exits_2_on_a_bogus_backend(ros_domain, monkeypatch, capsys):
+    """docs/ros.md promises exit 2 for an invalid parameter at start-up; backend included."""
+    monkeypatch.setenv("ROS_DOMAIN_ID", str(ros_domain))
+    code = main(["planner_node", "--ros-args", "-p", "backend:=bogus"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "backend" in err and "bogus" in err and "fast" in err
+
+
 def test_main_exits_2_on_malformed_ros_arguments(capsys):
     assert main(["planner_node", "--ros-args", "-p", "dtype:="]) == 2
     assert "dtype" in capsys.readouterr().err
@@ -223,3 +235,19 @@ def test_docs_list_every_parameter():
     docs = (PARAMS_FILE.parents[1] / "docs" / "ros.md").read_text()
     missing = [p.name for p in params.PARAMS if f"| `{p.name}` |" not in docs]
     assert not missing, f"docs/ros.md has no row for {missing}"
+
+
+def test_detection_without_vision_msgs_is_a_standing_warning(context, monkeypatch):
+    """Issue 15: with `detection` in `tasks` and no vision_msgs, detections are not silently
+    dropped: /diagnostics carries a WARN saying so (and configure logs it)."""
+    from wamdiff2_ros.node import outputs
+
+    node = _node(context, tasks=["planning", "detection"])
+    try:
+        monkeypatch.setattr(outputs, "HAVE_VISION_MSGS", False)
+        (warning,) = [c for c in node._conditions() if "vision_msgs" in c[1]]
+        assert warning[0] == b"\x01" and "~/output/detections" in warning[1]
+        monkeypatch.setattr(outputs, "HAVE_VISION_MSGS", True)
+        assert not [c for c in node._conditions() if "vision_msgs" in c[1]]
+    finally:
+        node.destroy_node()

@@ -1,14 +1,15 @@
 """The worker-side handler on planner results, in process.
 
-The success branch (a Path) needs a model whose answers parse; until the bundled model
-exists, `ScriptedPlanner` stands in for `Planner` with the same methods, returning real
-`PlanResult`s / raising the real `AnswerParseError`, so the ROS side of a successful plan is
-tested in CI. The same paths run over DDS with the bundled model in test_ros_node_io.py.
+`ScriptedPlanner` stands in for `Planner` with the same methods, returning real
+`PlanResult`s / raising the real `AnswerParseError` and `PromptTooLong`, so every branch of
+the ROS side (a plan, each fallback, a timeout) is tested without waiting for a model. The
+same paths run over DDS with the bundled model in test_ros_node_io.py.
 """
 from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 from dataclasses import replace
 
@@ -22,8 +23,11 @@ from visualization_msgs.msg import Marker
 from wamdiff2_core.decoding import DecodeStats
 from wamdiff2_core.planner import AnswerResult, DetectResult, PlanResult
 from wamdiff2_core.tasks import AnswerParseError, Detection
+from wamdiff2_core.types import PromptTooLong
 from wamdiff2_ros.node import params
 from wamdiff2_ros.node.diagnostics import NodeStats
+from wamdiff2_ros.node.fallback import LastPlan
+from wamdiff2_ros.node.logs import ThrottledLog
 from wamdiff2_ros.node.odometry import OdometrySample, OdometryTracker
 from wamdiff2_ros.node.planning import Outputs, PlanningHandler
 from wamdiff2_ros.node.worker import Frame
@@ -55,18 +59,27 @@ class ScriptedPlanner:
 class Recorder:
     def __init__(self):
         self.sent: dict[str, list] = {k: [] for k in ("path", "markers", "answer",
-                                                       "detections", "report")}
+                                                       "detections", "status", "report")}
 
     def outputs(self) -> Outputs:
         return Outputs(*(lambda msg, k=k: self.sent[k].append(msg)
-                         for k in ("path", "markers", "answer", "detections")),
+                         for k in ("path", "markers", "answer", "detections", "status")),
                        report=lambda level, message: self.sent["report"].append(
                            (level, message)))
 
+    def sources(self) -> list[tuple[str, str]]:
+        """(source, reason) of every ~/output/status message sent."""
+        out = []
+        for msg in self.sent["status"]:
+            values = {kv.key: kv.value for kv in msg.status[0].values}
+            out.append((values["source"], values["reason"]))
+        return out
+
 
 def _config(**changes) -> params.NodeConfig:
+    """The shipped defaults, odometry not required unless a test asks for it."""
     cfg = params.node_config({p.name: p.default for p in params.PARAMS})
-    return replace(cfg, **changes)
+    return replace(cfg, **dict({"max_odometry_age_s": 0.0}, **changes))
 
 
 def _frame(stamp: float) -> Frame:
@@ -74,11 +87,12 @@ def _frame(stamp: float) -> Frame:
     return Frame((np.zeros((36, 64, 3), np.uint8),), header, stamp, time.monotonic())
 
 
-def _handler(planner, config, odometry=None, command="left"):
+def _handler(planner, config, odometry=None, command="left", logger=None):
     rec, stats = Recorder(), NodeStats()
+    log = ThrottledLog(logger or logging.getLogger("test"), lambda: 0.0)
     handler = PlanningHandler(lambda: planner, lambda: config, lambda: command,
-                              odometry or OdometryTracker(), stats, rec.outputs(),
-                              logging.getLogger("test"))
+                              odometry or OdometryTracker(), stats, rec.outputs(), log,
+                              LastPlan(), lambda: "/wamdiff2_planner: planner")
     return handler, rec, stats
 
 
@@ -111,35 +125,135 @@ def test_odom_path_uses_the_pose_at_the_image_stamp():
     assert (first.x, first.y) == pytest.approx((10.0 - 0.1, 5.0 + 2.0))  # rotated by +90 deg
 
 
-def test_no_odometry_pose_means_no_odom_path_and_a_warning():
+def test_no_odometry_pose_means_an_ego_frame_path_and_a_warning():
     handler, rec, stats = _handler(ScriptedPlanner(), _config(path_in_odom=True))
     handler.on_frame(_frame(10.0), now_s=10.1)
-    assert rec.sent["path"] == [] and stats.counters["odometry_missing"] == 1
+    (path,) = rec.sent["path"]
+    assert path.header.frame_id == "base_link" and stats.counters["odometry_missing"] == 1
     assert rec.sent["report"][0][0] == DiagnosticStatus.WARN
-    assert len(rec.sent["markers"]) == 1                               # "no plan" status
+    assert "published in base_link" in rec.sent["report"][0][1]
+
+
+def test_poses_carry_their_own_times():
+    handler, rec, _ = _handler(ScriptedPlanner(), _config())
+    handler.on_frame(_frame(100.25), now_s=100.3)
+    (path,) = rec.sent["path"]
+    assert [p.header.stamp for p in path.poses] == [stamp_msg(100.25 + 0.5 * (k + 1))
+                                                   for k in range(8)]
 
 
 @pytest.mark.parametrize("error,kind", [
     (AnswerParseError("planning", "1,2,x", "not a number"), "parse_failures"),
     (RuntimeError("CUDA out of memory"), "model_errors"),
 ])
-def test_a_failed_plan_is_reported_and_the_next_frame_planned(error, kind):
+def test_a_failed_plan_publishes_the_last_plan_re_timed_then_a_stop(error, kind):
+    """Frame 1 plans; frames 2 and 3 fail: frame 2 (0.5 s later) gets the last plan re-timed,
+    frame 3 (1.5 s after the plan, beyond fallback_max_age_s 1.0) a stop."""
     calls = []
 
     def script(obs):
         calls.append(obs.stamp)
-        if len(calls) == 1:
+        if len(calls) > 1:
             raise error
         return PlanResult(WAYPOINTS, "text", DecodeStats())
 
     handler, rec, stats = _handler(ScriptedPlanner(script), _config())
-    handler.on_frame(_frame(1.0), now_s=1.0)
-    handler.on_frame(_frame(2.0), now_s=2.0)
-    assert stats.counters[kind] == 1
+    for t in (1.0, 1.5, 2.5):
+        handler.on_frame(_frame(t), now_s=t)
+    assert rec.sources() == [("model", ""), ("last_plan", kind), ("stop", kind)]
+    assert [p.header.stamp for p in rec.sent["path"]] == [stamp_msg(t) for t in (1.0, 1.5,
+                                                                                 2.5)]
+    retimed = [(p.pose.position.x, p.pose.position.y) for p in rec.sent["path"][1].poses]
+    # The plan (a straight line, 2 m forward and 0.1 m left per 0.5 s) seen 0.5 s on, from
+    # the ego on it and facing along it: one step shorter, then held at its end.
+    step = math.hypot(2.0, 0.1)
+    expected = np.array([(step * min(k + 1, 7), 0.0) for k in range(8)])
+    assert np.allclose(np.array(retimed), expected, atol=1e-9), retimed
+    stop = [p.pose.position.x for p in rec.sent["path"][2].poses]
+    assert stop == [0.0] * 8                                         # no odometry: speed 0
+    assert stats.counters[kind] == 2 and stats.counters["fallback_paths"] == 2
+    assert stats.counters["fallback_last_plan"] == 1 and stats.counters["fallback_stop"] == 1
     assert rec.sent["report"][0][0] == DiagnosticStatus.ERROR and kind in \
         rec.sent["report"][0][1]
-    assert [m.header.stamp for m in rec.sent["path"]] == [stamp_msg(2.0)]
-    assert len(rec.sent["markers"]) == 2 and stats.counters["frames_planned"] == 2
+    status = [[m.text for m in a.markers if m.ns == "wamdiff2/status"][0]
+              for a in rec.sent["markers"]]
+    assert status[1] == f"left: last_plan ({kind})" and status[2] == f"left: stop ({kind})"
+    levels = [m.status[0].level for m in rec.sent["status"]]
+    assert levels == [DiagnosticStatus.OK, DiagnosticStatus.WARN, DiagnosticStatus.ERROR]
+
+
+def test_the_stop_brakes_from_the_odometry_speed():
+    odometry = OdometryTracker()
+    odometry.update(OdometrySample(0.9, "odom", (0.0, 0.0), 0.0, (10.0, 0.0)))
+    handler, rec, _ = _handler(ScriptedPlanner(lambda obs: (_ for _ in ()).throw(
+        RuntimeError("boom"))), _config(fallback="stop", stop_decel_mps2=5.0), odometry)
+    handler.on_frame(_frame(1.0), now_s=1.0)
+    xs = [p.pose.position.x for p in rec.sent["path"][0].poses]
+    assert xs[0] == pytest.approx(10 * 0.5 - 2.5 * 0.25) and xs[-1] == pytest.approx(10.0)
+    assert xs == sorted(xs)                                            # never backwards
+
+
+def test_stale_odometry_publishes_the_fallback_without_planning():
+    odometry = OdometryTracker()
+    odometry.update(OdometrySample(8.0, "odom", (0.0, 0.0), 0.0, (5.0, 0.0)))
+    planner = ScriptedPlanner()
+    handler, rec, stats = _handler(planner, _config(max_odometry_age_s=0.5), odometry)
+    handler.on_frame(_frame(10.0), now_s=10.0)                       # odometry 2 s older
+    assert planner.observations == [] and rec.sources() == [("stop", "odometry_stale")]
+    assert stats.counters["odometry_stale"] == 1
+    assert "2.00 s older" in rec.sent["report"][0][1]
+    odometry.update(OdometrySample(10.9, "odom", (0.0, 0.0), 0.0, (5.0, 0.0)))
+    handler.on_frame(_frame(11.0), now_s=11.0)                       # fresh again: planned
+    assert rec.sources()[-1] == ("model", "") and len(planner.observations) == 1
+    assert planner.observations[0].velocity == (5.0, 0.0)
+    # no odometry at all
+    handler, rec, stats = _handler(ScriptedPlanner(), _config(max_odometry_age_s=0.5))
+    handler.on_frame(_frame(1.0), now_s=1.0)
+    assert rec.sources() == [("stop", "odometry_stale")]
+    assert "no odometry yet" in rec.sent["report"][0][1]
+
+
+def test_a_plan_past_the_timeout_is_replaced_by_the_fallback_at_the_deadline():
+    release = threading.Event()
+    published_while_planning = []
+
+    def slow(obs):
+        # the deadline must publish while the model is still busy
+        assert release.wait(30), "the deadline never published the fallback"
+        published_while_planning.append(len(rec.sent["path"]))
+        return PlanResult(WAYPOINTS, "text", DecodeStats())
+
+    handler, rec, stats = _handler(ScriptedPlanner(slow), _config(plan_timeout_s=0.05))
+    original = handler._out.path
+    handler._out = replace(handler._out, path=lambda m: (original(m), release.set()))
+    handler.on_frame(_frame(3.0), now_s=3.0)
+    assert published_while_planning == [1]
+    assert rec.sources() == [("stop", "plan_timeouts")] and len(rec.sent["path"]) == 1
+    assert stats.counters["plan_timeouts"] == 1 and len(rec.sent["markers"]) == 1
+    # The next frame in time is planned as usual.
+    handler, rec, stats = _handler(ScriptedPlanner(), _config(plan_timeout_s=30.0))
+    handler.on_frame(_frame(4.0), now_s=4.0)
+    assert rec.sources() == [("model", "")] and stats.counters["plan_timeouts"] == 0
+
+
+def test_one_logger_warns_and_errors_in_any_order():
+    """rclpy refuses a call site whose severity changes ("Logger severity cannot be changed
+    between calls"): a stale frame (WARN) between parse failures (ERROR) must not make either
+    fail or be counted as the other."""
+    import rclpy.logging
+
+    def bad(obs):
+        raise AnswerParseError("planning", "x", "not a number")
+
+    logger = rclpy.logging.get_logger("wamdiff2_test_severity")
+    handler, rec, stats = _handler(ScriptedPlanner(bad), _config(max_input_age_s=0.5),
+                                   logger=logger)
+    handler.on_frame(_frame(1.0), now_s=1.0)                         # ERROR parse failure
+    handler.on_frame(_frame(1.0), now_s=5.0)                         # WARN stale
+    handler.on_frame(_frame(6.0), now_s=6.0)                         # ERROR again
+    handler.on_frame(_frame(6.0), now_s=9.0)                         # WARN again
+    assert stats.counters["parse_failures"] == 2 and stats.counters["stale_frames"] == 2
+    assert stats.counters["model_errors"] == 0 and len(rec.sent["path"]) == 2
 
 
 def test_stale_frames_are_dropped_before_planning():
@@ -147,7 +261,31 @@ def test_stale_frames_are_dropped_before_planning():
     handler, rec, stats = _handler(planner, _config(max_input_age_s=0.5))
     handler.on_frame(_frame(10.0), now_s=11.0)
     assert planner.observations == [] and stats.counters["stale_frames"] == 1
-    assert rec.sent["markers"] == []
+    assert rec.sent["markers"] == [] and rec.sent["path"] == []
+
+
+def test_failed_detection_and_refused_questions_publish_explicit_empty_results():
+    class Failing(ScriptedPlanner):
+        def detect(self, images):
+            raise AnswerParseError("detection", "[{", "truncated")
+
+        def answer(self, images, question):
+            if question == "long":
+                raise PromptTooLong(5000, 128, 4096)
+            raise RuntimeError("boom")
+
+    handler, rec, stats = _handler(Failing(), _config(tasks=frozenset({"planning",
+                                                                      "detection"})))
+    handler.on_frame(_frame(5.0), now_s=5.0)
+    if rec.sent["detections"]:                     # vision_msgs installed
+        assert rec.sent["detections"][0].detections == []
+    assert stats.counters["parse_failures"] == 1 and len(rec.sent["path"]) == 1
+    handler.on_question("long", _frame(5.0))
+    handler.on_question("what?", _frame(5.0))
+    assert [a.data for a in rec.sent["answer"]] == ["", ""]
+    assert stats.counters["question_too_long"] == 1 and stats.counters["questions_refused"] == 1
+    assert stats.counters["model_errors"] == 1
+    assert "5000 tokens" in rec.sent["report"][1][1]
 
 
 def test_detection_and_questions():

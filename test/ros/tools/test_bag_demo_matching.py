@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import pytest
 from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rclpy.serialization import serialize_message
@@ -52,6 +53,12 @@ def _path(stamp: int, at: float) -> Received:
     return Received(OUT.path, TYPES["path"], at, serialize_message(msg))
 
 
+def _status(stamp: int, at: float, source: str) -> Received:
+    msg = outputs.plan_status_msg(_time(stamp), "/wamdiff2_planner: planner", source,
+                                  "" if source == "model" else "parse_failures", "straight")
+    return Received(OUT.status, TYPES["diagnostics"], at, serialize_message(msg))
+
+
 def _markers(stamp: int, at: float) -> Received:
     status = Marker(ns="wamdiff2/status", id=0, type=Marker.TEXT_VIEW_FACING, text="x")
     status.header.stamp = _time(stamp)
@@ -81,7 +88,9 @@ def _matcher() -> tuple[FrameMatcher, dict]:
 
 def test_outputs_are_matched_by_stamp_and_a_frame_never_answered_is_dropped():
     matcher, outcomes = _matcher()
-    recorder = Recorded([_path(STAMPS[0], 100.25), _markers(STAMPS[0], 100.26),
+    recorder = Recorded([_path(STAMPS[0], 100.25), _status(STAMPS[0], 100.25, "model"),
+                         _markers(STAMPS[0], 100.26),
+                         _path(STAMPS[2], 102.4), _status(STAMPS[2], 102.4, "stop"),
                          _markers(STAMPS[2], 102.5),
                          _diagnostics(103.0, frames_received=3, frames_planned=2,
                                       dropped_frames=1)])
@@ -90,7 +99,9 @@ def test_outputs_are_matched_by_stamp_and_a_frame_never_answered_is_dropped():
     assert first.status == "planned" and first.latency_ms == 250.0
     np.testing.assert_array_equal(first.waypoints, np.arange(16.0).reshape(8, 2))
     assert second.status == "dropped" and second.latency_ms is None
-    assert third.status == "no plan" and third.latency_ms == 500.0
+    # a fallback Path is the node's answer, not the model's plan
+    assert third.status == "no plan" and third.waypoints is None
+    assert third.latency_ms == pytest.approx(400.0)
 
 
 def test_waits_while_the_node_still_has_a_frame_and_stops_at_the_timeout():

@@ -126,3 +126,46 @@ def test_unknown_remap_and_missing_topic_are_one_line_errors(small_bag, ros_doma
         assert proc.returncode == 2, proc.stderr
         assert message in proc.stderr and "Traceback" not in proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_clock_publishes_the_bags_time_and_restarts_it_on_a_loop(small_bag, ros_domain):
+    """`--clock`: /clock follows bag time (never behind a message just published), from
+    the bag's start to its end, and starts again at the start on every loop."""
+    from rosgraph_msgs.msg import Clock
+
+    with BagReader(small_bag) as bag:
+        first, last = bag.start_ns, bag.end_ns
+    listener = Listener(ros_domain, {"/clock": "rosgraph_msgs/msg/Clock"})
+    proc = subprocess.Popen([WAMDIFF2, "bag", "replay", str(small_bag), "--rate", "4",
+                             "--clock", "50", "--loop", "--quiet"], env=_env(ros_domain),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        def clocks() -> list[int]:
+            with listener.lock:
+                raw = [r for _, r in listener.got["/clock"]]
+            return [c.clock.sec * 10**9 + c.clock.nanosec
+                    for c in (deserialize_message(r, Clock) for r in raw)]
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and sum(
+                b < a for a, b in zip(clocks(), clocks()[1:])) < 1:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        listener.close()
+    assert proc.returncode == 0, err
+    ticks = clocks()
+    assert len(ticks) > 20 and all(first <= t <= last for t in ticks)
+    jumps = [i for i, (a, b) in enumerate(zip(ticks, ticks[1:])) if b < a]
+    assert jumps, "the loop never restarted the clock"
+    loop = ticks[:jumps[0] + 1]
+    assert loop == sorted(loop) and loop[-1] - loop[0] > 0.5 * (last - first)
+
+
+def test_clock_rate_must_be_sensible(small_bag, ros_domain):
+    proc = subprocess.run([WAMDIFF2, "bag", "replay", str(small_bag), "--clock", "-5"],
+                          env=_env(ros_domain), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "clock" in proc.stderr and "Traceback" not in proc.stderr

@@ -31,7 +31,7 @@ def test_bench_node_reports_node_and_bare_planner_latency(tmp_path, request):
     # The untrained preset never answers with waypoints: no Path, and the table says why.
     assert summary["node_image_to_path_ms"]["n"] == 0
     assert summary["planner_parse_failures"] == 3
-    assert "no Path was published" in proc.stdout
+    assert "no Path came from the model" in proc.stdout
 
 
 @pytest.mark.parametrize("argv,message", [
