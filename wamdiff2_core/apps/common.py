@@ -200,6 +200,7 @@ def planner_from_args(args: argparse.Namespace, decode: DecodeConfig | None = No
     options); any loading problem becomes one CliError."""
     decode = decode or decode_config(args)
     check_model_source(args.checkpoint)
+    from wamdiff2_core.decoding.constraints.automaton import LanguageError
     from wamdiff2_core.model.modeling import CheckpointError
     from wamdiff2_core.planner import Planner
 
@@ -207,8 +208,15 @@ def planner_from_args(args: argparse.Namespace, decode: DecodeConfig | None = No
         return Planner.from_pretrained(args.checkpoint or args.preset, decode=decode,
                                        device=args.device, dtype=args.dtype,
                                        backend=args.backend, fields=field_overrides(args))
+    except LanguageError as exc:
+        raise CliError(language_hint(exc)) from None
     except (CheckpointError, ValueError) as exc:
         raise CliError(str(exc)) from None
+
+
+def language_hint(exc: Exception) -> str:
+    """A constrained-decoding budget error as the command line's sentence: what to change."""
+    return f"{exc}; raise --max-new-tokens or pass --no-constrained"
 
 
 # ------------------------------------------------------------------------------ simulator

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from wamdiff2_core.apps.common import (CliError, add_decode_options, apply_threads, check_threads,
-                                       decode_config, subgroup)
+                                       decode_config, language_hint, subgroup)
 
 
 def _user_errors(func):
@@ -26,10 +26,15 @@ def _user_errors(func):
         modeling = sys.modules.get("wamdiff2_core.model.modeling")   # loaded with a model
         if modeling is not None:
             user_errors.append(modeling.CheckpointError)
+        constraints = sys.modules.get("wamdiff2_core.decoding.constraints.automaton")
         try:
             return func(args)
         except tuple(user_errors) as exc:
             raise CliError(str(exc)) from None
+        except ValueError as exc:             # a constrained answer's budget: the user's
+            if constraints is None or not isinstance(exc, constraints.LanguageError):
+                raise
+            raise CliError(language_hint(exc)) from None
     return wrapper
 
 

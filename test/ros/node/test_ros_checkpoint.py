@@ -25,7 +25,8 @@ SCRIPT = textwrap.dedent("""
     rclpy.init(context=ctx)
     node = PlannerNode(context=ctx, parameter_overrides=[
         Parameter("checkpoint", value=bad), Parameter("decode.max_new_tokens", value=8),
-        Parameter("decode.steps_per_block", value=2)])
+        Parameter("decode.steps_per_block", value=2),
+        Parameter("decode.constrained", value=False)])    # an 8-token plan: unconstrained
     out = {}
 
     def run():

@@ -87,7 +87,8 @@ def test_ros2_launch_in_a_namespace_with_remaps(ros_domain, tmp_path):
     values.update({"checkpoint": "tiny", "tasks": ["planning", "detection"],
                    "max_command_chars": 17, "max_odometry_age_s": 0.0, "plan_timeout_s": 0.0,
                    "max_input_age_s": 0.0})
-    values["decode"].update({"max_new_tokens": 32, "steps_per_block": 4})
+    values["decode"].update({"max_new_tokens": 32, "steps_per_block": 4,
+                            "constrained": False})          # a 32-token plan: unconstrained
     params_file = tmp_path / "vehicle.yaml"
     params_file.write_text(yaml.safe_dump(tree))
     env = dict(os.environ, ROS_DOMAIN_ID=str(ros_domain), PYTHONUNBUFFERED="1",

@@ -103,13 +103,23 @@ def test_cuda_device_without_cuda(small_bag, tmp_path, capsys):
     assert_evaluates(small_bag, out_dir, capsys)
 
 
+def test_a_constrained_budget_too_small_for_a_plan_is_one_sentence(small_bag, tmp_path,
+                                                                    capsys):
+    out_dir = tmp_path / "out"
+    argv = eval_argv(small_bag, out_dir)
+    argv[argv.index("ground-truth")] = "tiny"
+    code, err = run_cli([*argv, "--max-new-tokens", "32"], capsys)
+    assert_one_sentence(code, err, "max_new_tokens is 32", "--no-constrained")
+    assert not out_dir.exists() or sorted(out_dir.iterdir()) == []
+
+
 def test_partials_of_a_killed_run_are_cleaned_by_the_next(small_bag, tmp_path, capsys):
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     argv = eval_argv(small_bag, out_dir)
     argv[argv.index("ground-truth")] = "tiny"             # slow enough to be killed mid-run
     proc = subprocess.Popen([WAMDIFF2, *argv, "--max-new-tokens", "32",
-                             "--steps-per-block", "4"],
+                             "--steps-per-block", "4", "--no-constrained"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     frames = out_dir / f".report_frames.partial-{proc.pid}"
     deadline = time.monotonic() + 180

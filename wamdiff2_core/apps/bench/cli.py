@@ -7,7 +7,7 @@ from pathlib import Path
 
 from wamdiff2_core.apps.common import (CliError, add_decode_options, add_field_options,
                                        apply_threads, check_model_source, decode_config,
-                                       field_overrides, subgroup)
+                                       field_overrides, language_hint, subgroup)
 from wamdiff2_core.sim.camera import parse_resolution
 from wamdiff2_core.types import bundled_checkpoint_path
 
@@ -137,7 +137,7 @@ def _check_budget(model, cfg) -> None:
     try:
         automaton_for(model, tasks.planning_language(), cfg.max_new_tokens)
     except LanguageError as exc:
-        raise CliError(f"{exc}; raise --max-new-tokens or pass --no-constrained") from None
+        raise CliError(language_hint(exc)) from None
 
 
 def run_bench_decode(args) -> int:
