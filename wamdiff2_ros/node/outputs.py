@@ -1,4 +1,4 @@
-"""Planner results -> ROS messages: Path, RViz markers, Detection2DArray.
+"""Planner results -> ROS messages: Path, RViz markers, Detection2DArray, per-frame stats.
 
 Pure functions of their arguments (no node, no clock): every output carries the stamp the
 caller passes, which the node sets to the input image's stamp.
@@ -10,6 +10,7 @@ from typing import Sequence
 
 import numpy as np
 from builtin_interfaces.msg import Duration, Time
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import Point, PoseStamped, Quaternion
 from nav_msgs.msg import Path
 from std_msgs.msg import ColorRGBA, Header
@@ -146,3 +147,26 @@ def detections_msg(detections: Sequence, image_header: Header):
         d.results.append(hyp)
         msg.detections.append(d)
     return msg
+
+
+def answer_stats_values(task: str, parsed: bool, ms: float, stats, text: str
+                        ) -> dict[str, str]:
+    """The key/values of one task's answer in a frame's stats message (``stats``: its
+    DecodeStats): ``<task>.parsed``, ``.ms``, ``.tokens``, ``.forwards``,
+    ``.denoise_forwards``, ``.blocks``, ``.tokens_per_forward`` and the raw ``.text``."""
+    return {f"{task}.parsed": str(bool(parsed)).lower(), f"{task}.ms": f"{ms:.1f}",
+            f"{task}.tokens": str(stats.tokens), f"{task}.forwards": str(stats.forwards),
+            f"{task}.denoise_forwards": str(stats.denoise_forwards),
+            f"{task}.blocks": str(stats.blocks),
+            f"{task}.tokens_per_forward": f"{stats.tokens_per_forward:.2f}",
+            f"{task}.text": text}
+
+
+def frame_stats_msg(header: Header, name: str, hardware_id: str, values: dict[str, str],
+                    ok: bool, message: str) -> DiagnosticArray:
+    """One frame's stats (``~/output/stats``; `bag eval` writes the same): a DiagnosticArray
+    stamped with the image's header, level OK, or ERROR when an answer failed."""
+    status = DiagnosticStatus(level=DiagnosticStatus.OK if ok else DiagnosticStatus.ERROR,
+                              name=name, message=message, hardware_id=hardware_id,
+                              values=[KeyValue(key=k, value=v) for k, v in values.items()])
+    return DiagnosticArray(header=header, status=[status])

@@ -36,7 +36,7 @@ from wamdiff2_ros.node.odometry import OdometryTracker, sample_from_msg
 from wamdiff2_ros.node.planning import Outputs, PlanningHandler
 from wamdiff2_ros.node.topics import (ANSWER_TOPIC, COMMAND_TOPIC, DETECTIONS_TOPIC,
                                       DIAGNOSTICS_TOPIC, MARKERS_TOPIC, ODOMETRY_TOPIC, PATH_TOPIC,
-                                      QUESTION_TOPIC, camera_topics)
+                                      QUESTION_TOPIC, STATS_TOPIC, camera_topics)
 from wamdiff2_ros.node.worker import Frame, PlanningWorker, WorkQueue
 
 NODE_NAME = "wamdiff2_planner"
@@ -66,7 +66,8 @@ def _stamp_s(stamp) -> float:
 
 
 class PlannerNode(LifecycleNode):
-    """Cameras, odometry, commands and questions in; Path, markers, answers, diagnostics out."""
+    """Cameras, odometry, commands and questions in; Path, markers, answers, per-frame stats,
+    diagnostics out."""
 
     def __init__(self, **kwargs):
         super().__init__(NODE_NAME, **kwargs)
@@ -91,6 +92,8 @@ class PlannerNode(LifecycleNode):
                                                             qos.OUTPUT_QOS)
         self._answer_pub = self.create_lifecycle_publisher(String, ANSWER_TOPIC,
                                                            qos.OUTPUT_QOS)
+        self._stats_pub = self.create_lifecycle_publisher(DiagnosticArray, STATS_TOPIC,
+                                                          qos.OUTPUT_QOS)
         self._detections_pub = None
         if outputs.HAVE_VISION_MSGS:
             self._detections_pub = self.create_lifecycle_publisher(
@@ -101,8 +104,8 @@ class PlannerNode(LifecycleNode):
             Outputs(self._path_pub.publish, self._markers_pub.publish,
                     self._answer_pub.publish,
                     self._detections_pub.publish if self._detections_pub else None,
-                    self.report),
-            self.get_logger())
+                    self.report, self._stats_pub.publish),
+            self.get_logger(), self.get_name())
         self._diag_timer = self.create_timer(self.config.diagnostics_period_s,
                                              self._diagnostics_callback)
         self.add_on_set_parameters_callback(self._validate_parameters)

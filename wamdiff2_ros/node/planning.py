@@ -1,8 +1,9 @@
 """The worker side of the node: one frame or question in, messages out, never an exception.
 
-`PlanningHandler` runs the planner on a `Frame` and publishes the Path, markers and
-detections, or answers a question. Every failure (malformed answer, exception inside the
-model, missing odometry pose) is counted in `NodeStats` and reported at once on
+`PlanningHandler` runs the planner on a `Frame` and publishes the Path, markers, detections
+and the frame's stats (`~/output/stats`: parsed or not, milliseconds, tokens, forwards,
+whether a Path went out), or answers a question. Every failure (malformed answer, exception
+inside the model, missing odometry pose) is counted in `NodeStats` and reported at once on
 /diagnostics; the frame is dropped and the worker goes on with the next one.
 """
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, Callable
 from std_msgs.msg import ColorRGBA, String
 from visualization_msgs.msg import Marker
 
+from wamdiff2_core.decoding.config import DecodeStats
 from wamdiff2_core.tasks import AnswerParseError
 from wamdiff2_core.types import Observation
 from wamdiff2_ros.node import outputs
@@ -34,6 +36,20 @@ class Outputs:
     answer: Callable[[Any], None]
     detections: Callable[[Any], None] | None
     report: Callable[[bytes, str], None]      # publish a diagnostic now (level, message)
+    stats: Callable[[Any], None] | None = None   # the frame's stats (DiagnosticArray)
+
+
+@dataclass
+class _PlanRecord:
+    """What became of one frame's planning answer (its stats message's content)."""
+
+    parsed: bool = False
+    ms: float = 0.0
+    stats: DecodeStats | None = None
+    text: str = ""
+    published: bool = False
+    failure: str = ""          # parse_failure | model_error | no_pose ("" when published)
+    message: str = "ok"
 
 
 def _status_marker(frame_id: str, stamp, text: str, ok: bool) -> Marker:
@@ -51,9 +67,10 @@ class PlanningHandler:
 
     def __init__(self, get_planner: Callable[[], Any], get_config: Callable[[], NodeConfig],
                  get_command: Callable[[], str], odometry: OdometryTracker, stats: NodeStats,
-                 outputs_: Outputs, logger):
+                 outputs_: Outputs, logger, name: str = "wamdiff2_planner"):
         self._planner, self._config, self._command = get_planner, get_config, get_command
         self._odometry, self._stats, self._out, self._log = odometry, stats, outputs_, logger
+        self._name = name
 
     def _fail(self, level: bytes, kind: str, message: str) -> None:
         self._stats.problem(level, kind, message)
@@ -71,16 +88,32 @@ class PlanningHandler:
         markers: list[Marker] = []
         status = "no planning task"
         ok = True
+        record = None
         if "planning" in config.tasks:
-            ok, status = self._plan(frame, config, planner, markers)
+            record = _PlanRecord()
+            ok, status = self._plan(frame, config, planner, markers, record)
         if "detection" in config.tasks:
             self._detect(frame, planner, markers)
         frame_id = config.output_frame
         markers.append(_status_marker(frame_id, frame.header.stamp, status, ok))
         self._out.markers(outputs.marker_array(markers))
+        if record is not None and self._out.stats is not None:
+            self._out.stats(self._stats_msg(frame, record))
 
-    def _plan(self, frame: Frame, config: NodeConfig, planner, markers: list) -> tuple[bool,
-                                                                                       str]:
+    def _stats_msg(self, frame: Frame, record: _PlanRecord):
+        motion = self._odometry.motion()
+        values = {"stamp": f"{frame.stamp:.9f}", "command": self._command(),
+                  "velocity": f"{motion.velocity[0]:.3f},{motion.velocity[1]:.3f}",
+                  **outputs.answer_stats_values("planning", record.parsed, record.ms,
+                                                record.stats or DecodeStats(), record.text),
+                  "planning.published": str(record.published).lower(),
+                  "planning.failure": record.failure}
+        return outputs.frame_stats_msg(frame.header, f"{self._name}: frame", "planner_node",
+                                       values, record.parsed and record.published,
+                                       record.message)
+
+    def _plan(self, frame: Frame, config: NodeConfig, planner, markers: list,
+              record: _PlanRecord) -> tuple[bool, str]:
         motion = self._odometry.motion()
         command = self._command()
         obs = Observation(images=list(frame.images), command=command,
@@ -90,39 +123,49 @@ class PlanningHandler:
         try:
             result = planner.plan(obs)
         except AnswerParseError as exc:
-            self._finished(frame, start, None)
+            record.stats, record.text = getattr(exc, "stats", None), exc.raw_text
+            record.ms = self._finished(frame, start, None)
+            record.failure = "parse_failure"
+            record.message = f"the planning answer did not parse: {exc.reason}"
             self._fail(ERROR, "parse_failures", f"planning answer for frame "
                        f"{frame.stamp:.9f} did not parse: {exc.reason}")
             return False, f"{command}: no plan (the answer did not parse)"
         except Exception as exc:  # noqa: BLE001 - a model failure drops the frame only
-            self._finished(frame, start, None)
+            record.ms = self._finished(frame, start, None)
+            record.failure = "model_error"
+            record.message = f"model error: {type(exc).__name__}: {exc}"
             self._fail(ERROR, "model_errors", f"planning frame {frame.stamp:.9f} raised "
                        f"{type(exc).__name__}: {exc}")
             self._log.debug(traceback.format_exc())
             return False, f"{command}: no plan ({type(exc).__name__})"
+        record.parsed, record.stats, record.text = True, result.stats, result.text
         origin, frame_id = (0.0, 0.0, 0.0), config.output_frame
         if config.path_in_odom:
             try:
                 frame_id, *pose = self._odometry.pose_at(frame.stamp, tolerance_s=0.25)
                 origin = tuple(pose)
             except BadInput as exc:
-                self._finished(frame, start, result)
+                record.ms = self._finished(frame, start, result)
+                record.failure, record.message = "no_pose", f"no odometry pose: {exc}"
                 self._fail(WARN, exc.kind, f"{exc}; path for frame {frame.stamp:.9f} "
                            "not published")
                 return False, f"{command}: no plan (no odometry pose)"
         path = outputs.path_msg(result.waypoints, frame.header.stamp, frame_id, origin)
         self._out.path(path)
-        self._finished(frame, start, result)
+        record.published = True
+        record.ms = self._finished(frame, start, result)
         self._stats.count("paths_published")
         markers.extend(outputs.path_markers(path))
         return True, f"{command}: {result.stats.total_ms:.0f} ms"
 
-    def _finished(self, frame: Frame, start: float, result) -> None:
+    def _finished(self, frame: Frame, start: float, result) -> float:
+        """Count the planned frame; returns the wall milliseconds planning took."""
         now = time.monotonic()
         planner_ms = result.stats.total_ms if result is not None else (now - start) * 1e3
         tpf = result.stats.tokens_per_forward if result is not None else None
         self._stats.count("frames_planned")
         self._stats.planned(frame.stamp, (now - frame.received) * 1e3, planner_ms, tpf)
+        return (now - start) * 1e3
 
     def _detect(self, frame: Frame, planner, markers: list) -> None:
         try:

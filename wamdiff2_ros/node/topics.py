@@ -12,6 +12,7 @@ PATH_TOPIC = "~/output/path"
 MARKERS_TOPIC = "~/output/markers"
 DETECTIONS_TOPIC = "~/output/detections"
 ANSWER_TOPIC = "~/output/answer"
+STATS_TOPIC = "~/output/stats"
 DIAGNOSTICS_TOPIC = "/diagnostics"
 
 
