@@ -114,8 +114,10 @@ def format_text(report: dict) -> str:
 def _timing_line(report: dict) -> str:
     lat, age = report["latency"]["latency_ms"], report["latency"]["plan_age_s"]
     model = report["latency_model"]
-    mode = report["time_mode"] + (f" ({model.get('source') or model['name']})"
-                                  if report["time_mode"] == "latency-model" else "")
+    label = model.get("source") or " ".join(
+        [model["name"]] + ([f"{model['ms']:g} ms"] if "ms" in model else []))
+    mode = report["time_mode"] + (f" ({label})" if report["time_mode"] == "latency-model"
+                                  else "")
 
     def pair(d, unit):
         return "-" if d["n"] == 0 else f"{d['p50']:g}/{d['p95']:g} {unit}"
@@ -128,14 +130,15 @@ def _timing_line(report: dict) -> str:
 
 def write_report(out: str | Path, results, report: dict, max_plots: int = 12) -> list[Path]:
     """Write the JSON report, the text summary and PNG plots; return the written paths."""
-    from wamdiff2_core.evaluation.closed_loop_plots import plot_episode, plot_scores
+    from wamdiff2_core.evaluation.closed_loop_plots import plot_episode, plot_scores, plot_timing
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    paths = [out / REPORT_FILE, out / SUMMARY_FILE, out / "scores.png"]
+    paths = [out / REPORT_FILE, out / SUMMARY_FILE, out / "scores.png", out / "timing.png"]
     paths[0].write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
     paths[1].write_text(format_text(report))
     plot_scores(results, paths[2], report["planner"])
+    plot_timing(results, paths[3], report["planner"])
     for result in results[:max_plots]:
         path = out / f"episode_{result.index:03d}_{result.scenario}.png"
         plot_episode(result, path, report["planner"])

@@ -110,7 +110,7 @@ class EpisodeResult:
         in real time)."""
         stats = self.stats
         counts = {k: v for k, v in asdict(stats).items()
-                  if k not in ("compute_s", "latencies_s", "plan_ages_s")}
+                  if k not in stats.SERIES}
         seconds = max((len(self.log.ego) - 1) * self.log.dt, self.log.dt)
         return {**counts, "plans_per_s": round(stats.plans / seconds, 3),
                 "latency_ms": distribution(stats.latencies_s, scale=1e3),

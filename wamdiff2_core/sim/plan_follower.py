@@ -45,7 +45,11 @@ class PlannerStats:
     dropped_frames: int = 0        # frames replaced while the planner was busy (modelled)
     compute_s: list = field(default_factory=list)     # wall seconds per answer (timing)
     latencies_s: list = field(default_factory=list)   # per valid plan: stamp -> arrival
+    arrivals_s: list = field(default_factory=list)    # ... and its arrival time
     plan_ages_s: list = field(default_factory=list)   # per control step following a plan
+    age_times_s: list = field(default_factory=list)   # ... and that step's time
+
+    SERIES = ("compute_s", "latencies_s", "arrivals_s", "plan_ages_s", "age_times_s")
 
 
 def valid_waypoints(points, frame: str = "ego", pose: tuple[np.ndarray, float] | None = None
@@ -106,6 +110,7 @@ class PlanFollower:
             if waypoints is not None:
                 self.stats.plans += 1
                 self.stats.latencies_s.append(outcome.received_s - outcome.stamp)
+                self.stats.arrivals_s.append(outcome.received_s)
                 self.controller.set_plan(Plan.from_waypoints(waypoints, *pose, outcome.stamp))
                 self._planner_plan = self._new_plan = True
                 continue
@@ -129,6 +134,7 @@ class PlanFollower:
             self._brake(world)
         if self._planner_plan:
             self.stats.plan_ages_s.append(world.time - self.controller.plan.start_time)
+            self.stats.age_times_s.append(world.time)
 
     def _brake(self, world) -> None:
         ego = world.ego_state()

@@ -113,8 +113,9 @@ class PlanSource(Protocol):
 
 class InProcessSource:
     """A planner function called in this process (blocking only), on a worker thread of its
-    own as the node plans: torch's CPU thread pool driven from the main thread ran plans
-    20-40x slower on the loaded 2-core machine (112 s against 2.6 s for the bundled model).
+    own, as the node plans: with torch's default two threads on the loaded 2-core machine,
+    plans driven from the main thread ran 20-40x slower (112 s against 2.6 s for the
+    bundled model; with OMP_NUM_THREADS=1 both took 2.1-2.7 s).
 
     The function returns 8 waypoints, or a ``PlanResult`` (whose decode statistics a latency
     model prices); an ``AnswerParseError`` is a parse failure (its ``stats``, when the

@@ -147,7 +147,7 @@ class RealTimeSchedule:
         wall0 = self._clock()
         self._interval = (wall0, now, next_s)
         remaining = next_s - now
-        while remaining > 0:
+        while remaining > 1e-6:               # (a microsecond short is on time)
             self._sleep(remaining)
             remaining = next_s - now - (self._clock() - wall0)
         self.source.pause()

@@ -7,8 +7,10 @@ simulator, which is a ROS 2 participant of its own (docs/simulation.md, "Through
 - It starts the `planner_node` executable (``NodeProcess``: the shipped params file, the
   run's overrides — checkpoint, decoding, ``use_sim_time:=true`` — and remaps of the node's
   inputs onto the simulator's topics, the bag layout's names) on the run's own
-  ROS_DOMAIN_ID, and waits until the node subscribes to them (it loads and warms up the
-  model first; a slow start is waited for up to ``start_timeout_s``).
+  ROS_DOMAIN_ID, and waits until the node answers a blank probe frame (it loads and warms
+  up the model first; a slow start is waited for up to ``start_timeout_s``). The answer,
+  not the subscription count, is the test: a killed node's endpoints stay in the graph for
+  its DDS lease time.
 - The simulator publishes ``/clock`` and the odometry at every 10 Hz control step, and per
   camera frame the navigation command and then the image, all stamped in simulation time.
 - It listens to the node's ``~/output/path`` and ``~/output/stats`` by their documented
@@ -46,7 +48,8 @@ from wamdiff2_ros.tools.bag_record import EPISODE_GAP_NS, START_TIME_NS, image_m
 from wamdiff2_ros.tools.demo_graph import NodeProcess
 
 DDS_ENV = {"FASTDDS_BUILTIN_TRANSPORTS": "UDPv4"}
-SETTLE_S = 1.0                 # after the node subscribed: let discovery finish both ways
+PROBE_EVERY_S = 2.0            # until the new node answers a blank frame: it is ready
+PROBE_IMAGE = np.zeros((180, 320, 3), np.uint8)
 
 
 @dataclass(frozen=True)
@@ -254,7 +257,8 @@ class NodeSource:
         self.process = NodeProcess(self.domain_id, self._log_path(), overrides,
                                    self.config.params_file, env=self._env, remaps=remaps)
         deadline = time.monotonic() + self.config.start_timeout_s
-        while not self._participant.ready():
+        probe_ns, probed_at = self._last_ns + 1_000_000, -PROBE_EVERY_S
+        while self._participant.take(probe_ns) is None:
             dead = self._dead()
             if dead:
                 raise PlannerUnavailable(f"{dead} while starting")
@@ -263,8 +267,12 @@ class NodeSource:
                 raise PlannerUnavailable(f"planner_node did not come up within "
                                          f"{self.config.start_timeout_s:g} s (log "
                                          f"{self._log_path()})")
-            time.sleep(0.1)
-        time.sleep(SETTLE_S)
+            if self._participant.ready() and time.monotonic() - probed_at > PROBE_EVERY_S:
+                self._participant.clock(probe_ns)
+                self._participant.frame(probe_ns, "straight", PROBE_IMAGE)
+                probed_at = time.monotonic()
+            self._participant.wait(0.1)
+        self._last_ns = probe_ns
 
     def _stop_node(self) -> None:
         if self.process is not None:
