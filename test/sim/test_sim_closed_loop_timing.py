@@ -29,6 +29,7 @@ def test_latency_model_specs_and_errors():
     assert parse_latency_model("fixed:250").seconds(None) == pytest.approx(0.25)
     for bad, words in (("fixed:x", "milliseconds"), ("fixed:-1", "must be in"),
                        ("warp:9", "unknown latency model"), ("zero:3", "no argument"),
+                       ("h200:fast", "no argument but ':ar'"),
                        (f"profile:{H200}@nope", "no latency_ms.nope"),
                        ("profile:/no/such.json", "cannot read")):
         with pytest.raises(ValueError, match=words):
@@ -49,6 +50,10 @@ def test_h200_profile_prices_diffusion_and_ar_decodes_by_their_forwards():
     ar = DecodeStats(tokens=87, forwards=87, denoise_forwards=0, blocks=87)   # one per block
     assert model.seconds(ar) == pytest.approx((prefill + 87 * graphs["ar_step"]) / 1e3)
     assert model.seconds(ar) > 2 * model.seconds(diffusion)
+    as_ar = parse_latency_model("h200:ar")       # the same plans at an AR decoder's pace
+    assert as_ar.seconds(diffusion) == pytest.approx(model.seconds(ar))
+    assert parse_latency_model(f"profile:{H200}@graphs:ar").seconds(diffusion) == \
+        pytest.approx(model.seconds(ar))
     with pytest.raises(ValueError, match="fixed:MS"):
         model.seconds(None)                     # a planner that is not a model
 

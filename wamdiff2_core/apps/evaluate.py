@@ -168,7 +168,9 @@ def _register_closed_loop(group) -> None:
     closed.add_argument("--latency", default=None, metavar="MODEL",
                         help="latency model of --time latency-model: h200 (default: the 2B "
                              "model's per-forward costs on an H200, docs/gpu) | fixed:MS | "
-                             "profile:PATH[@MODE] (a bench decode --json report)")
+                             "profile:PATH[@MODE] (a bench decode --json report); a :ar "
+                             "suffix prices every decode as autoregressive (one AR step "
+                             "per token)")
     closed.add_argument("--camera-rate", type=float, default=2.0, metavar="HZ",
                         help="camera frames (plan requests) per second of simulated time; it "
                              "must divide the 10 Hz control rate (default 2)")

@@ -16,6 +16,10 @@ plan's arrival. Models by name (``parse_latency_model``):
   per forward;
 - ``h200``: ``profile:docs/gpu/bench_2b_sdpa_h200.json@graphs``, the Qwen3-VL 2B shape on
   one NVIDIA H200 in CUDA graphs (bf16, batch 1, block 32; measured 2026-11-29).
+- a ``:ar`` suffix (``h200:ar``, ``profile:PATH@MODE:ar``) prices every decode as if it were
+  autoregressive: the prefill plus one ``ar_step`` per answer token. The same plans at an
+  AR decoder's speed: what the planner's answers would be worth if they came as slowly as
+  its AR teacher's.
 
 A profile prices the *forwards the planner actually took* at another machine's and model's
 cost per forward: "how would a vehicle's GPU running a 2B model that decodes like this
@@ -25,7 +29,7 @@ tokenization, DDS), a few milliseconds on a vehicle computer.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Protocol
 
@@ -64,6 +68,7 @@ class ProfileLatency:
     ar_step_ms: float
     source: str = ""
     name: str = "profile"
+    as_autoregressive: bool = False        # price every decode as one AR step per token
 
     @classmethod
     def from_bench_json(cls, path: str | Path, mode: str = "graphs") -> "ProfileLatency":
@@ -97,7 +102,9 @@ class ProfileLatency:
         if stats is None or stats.forwards == 0 and stats.tokens == 0:
             raise ValueError("a profile latency model prices decoding forwards; this planner "
                              "reported none (use fixed:MS for planners that are not models)")
-        if stats.blocks >= stats.tokens:          # one token per block: autoregressive
+        if self.as_autoregressive:
+            decode = stats.tokens * self.ar_step_ms
+        elif stats.blocks >= stats.tokens:        # one token per block: autoregressive
             decode = stats.forwards * self.ar_step_ms
         else:
             commits = stats.forwards - stats.denoise_forwards
@@ -115,22 +122,31 @@ def _fixed(argument: str) -> LatencyModel:
     return FixedLatency(ms)
 
 
+def _as_ar(model: ProfileLatency, ar: bool) -> ProfileLatency:
+    if not ar:
+        return model
+    return replace(model, as_autoregressive=True, name=f"{model.name}:ar",
+                   source=f"{model.source}, every decode priced as autoregressive")
+
+
 def _profile(argument: str) -> LatencyModel:
+    argument, ar = (argument[:-3], True) if argument.endswith(":ar") else (argument, False)
     if not argument:
         raise ValueError("profile:PATH[@MODE] needs the path of a bench decode JSON report")
     path, _, mode = argument.partition("@")
-    return ProfileLatency.from_bench_json(path, mode or "graphs")
+    return _as_ar(ProfileLatency.from_bench_json(path, mode or "graphs"), ar)
 
 
 def _named(name: str) -> Callable[[str], LatencyModel]:
     def make(argument: str) -> LatencyModel:
-        if argument:
-            raise ValueError(f"latency model {name!r} takes no argument")
+        if argument not in ("", "ar"):
+            raise ValueError(f"latency model {name!r} takes no argument but ':ar'")
         path, mode = NAMED_PROFILES[name]
         if not path.is_file():
             raise ValueError(f"the {name} profile ({path}) is not in this installation; "
                              "pass profile:PATH to a bench decode JSON report")
-        return ProfileLatency.from_bench_json(path, mode)
+        model = replace(ProfileLatency.from_bench_json(path, mode), name=name)
+        return _as_ar(model, argument == "ar")
     return make
 
 
@@ -153,7 +169,8 @@ def parse_latency_model(spec: str) -> LatencyModel:
     ValueError with the reason otherwise."""
     name, _, argument = spec.partition(":")
     if name not in LATENCY_MODELS:
-        known = ["zero", "fixed:MS", "profile:PATH[@MODE]", *NAMED_PROFILES]
+        known = ["zero", "fixed:MS", "profile:PATH[@MODE][:ar]",
+                 *(f"{n}[:ar]" for n in NAMED_PROFILES)]
         raise ValueError(f"unknown latency model {spec!r}; use {' | '.join(known)}")
     return LATENCY_MODELS[name](argument)
 
