@@ -46,6 +46,7 @@ from wamdiff2_ros.tools.bag_layout import (BASE_FRAME, NODE_NAME, ODOM_FRAME, SI
                                            OutputTopics, node_input_remaps)
 from wamdiff2_ros.tools.bag_record import EPISODE_GAP_NS, START_TIME_NS, image_msg, odometry_msg
 from wamdiff2_ros.tools.demo_graph import NodeProcess
+from wamdiff2_ros.tools.spin import spin_in_background
 
 DDS_ENV = {"FASTDDS_BUILTIN_TRANSPORTS": "UDPv4"}
 PROBE_EVERY_S = 2.0            # until the new node answers a blank frame: it is ready
@@ -112,14 +113,7 @@ class _Participant:
                                       QoSProfile(depth=50, reliability=ReliabilityPolicy.RELIABLE))
         self._executor = SingleThreadedExecutor(context=self.context)
         self._executor.add_node(self.node)
-        self._thread = threading.Thread(target=self._spin, name="sim-ros", daemon=True)
-        self._thread.start()
-
-    def _spin(self) -> None:
-        try:
-            self._executor.spin()
-        except Exception:  # noqa: BLE001 - the context shut down under us
-            pass
+        self._thread = spin_in_background(self._executor, "sim-ros")
 
     @staticmethod
     def _ns(stamp) -> int:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from wamdiff2_ros.tools.bag_layout import NODE_NAME, TYPES, OutputTopics
+from wamdiff2_ros.tools.spin import spin_in_background
 
 PACKAGE = "wamdiff2_ros"
 PARAMS_FILE = "wamdiff2.yaml"
@@ -153,14 +154,7 @@ class OutputRecorder:
                                      self._record(t, m, raw), qos, raw=True)
         self._executor = executor
         self._executor.add_node(node)
-        self._thread = threading.Thread(target=self._spin, daemon=True)
-        self._thread.start()
-
-    def _spin(self) -> None:
-        try:
-            self._executor.spin()
-        except Exception:  # noqa: BLE001 - the context shut down under us
-            pass
+        self._thread = spin_in_background(self._executor, "demo-recorder")
 
     def _record(self, topic: str, msgtype: str, raw: bytes) -> None:
         with self.events:
