@@ -215,6 +215,7 @@ class NodeSource:
         self.config = config
         self.domain_id = config.resolved_domain()
         self._env = {**DDS_ENV, **config.env}
+        self._saved_env = {k: os.environ.get(k) for k in self._env}
         os.environ.update(self._env)        # this process's participant: the same transport
         self._participant = _Participant(self.domain_id, config.node_name)
         self.process: NodeProcess | None = None
@@ -350,3 +351,8 @@ class NodeSource:
         if self._participant is not None:
             self._participant.close()
             self._participant = None
+            for key, value in self._saved_env.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
