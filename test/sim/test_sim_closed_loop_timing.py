@@ -89,7 +89,7 @@ class _CountingSource(InProcessSource):
 
 def test_modelled_schedule_keeps_the_newest_frame_while_busy():
     source = _CountingSource()
-    schedule = ModelledSchedule(source, FixedLatency(700.0))
+    schedule = ModelledSchedule(source, FixedLatency(700.0), warm_start=False)
     arrived = []
     for step in range(31):                         # 3 s of 10 Hz steps, frames at 2 Hz
         now = round(step * 0.1, 6)
@@ -113,12 +113,14 @@ def test_zero_latency_model_drives_exactly_like_the_synchronous_loop():
     (a,), (b,) = (run_closed_loop(make_planner("constant-velocity"), c, progress=False)
                   for c in (sync, zero))
     assert a.log.ego.tolist() == b.log.ego.tolist() and a.score == b.score
-    assert a.stats.latencies_s == b.stats.latencies_s == [0.0] * a.stats.plans
+    assert a.stats.latencies_s == [0.0] * a.stats.plans
+    assert b.stats.latencies_s == [0.0] * (b.stats.plans - 1)       # less the warm start
 
 
 def test_latency_costs_the_expert_and_the_report_says_how_much():
     sync = ClosedLoopConfig(**HIGHWAY)
-    slow = ClosedLoopConfig(**HIGHWAY, time_mode="latency-model", latency="fixed:1300")
+    slow = ClosedLoopConfig(**HIGHWAY, time_mode="latency-model", latency="fixed:1300",
+                            warm_start=False)
     (fast,), (late,) = (run_closed_loop(make_planner("expert"), c, progress=False)
                         for c in (sync, slow))
     report = build_report([late], "expert", slow, 0.0, latency_model={"name": "fixed",
@@ -134,6 +136,16 @@ def test_latency_costs_the_expert_and_the_report_says_how_much():
     assert "time latency-model (fixed 1300 ms)" in text and "frames without a new plan" in text
     sync_report = build_report([fast], "expert", sync, 0.0)["latency"]
     assert sync_report["latency_ms"]["p50"] == 0 and sync_report["frames_without_new_plan"] == 0
+
+
+def test_a_warm_start_waits_for_the_first_plan_only():
+    """By default an episode starts as if the planner had been running: the first frame's
+    plan is there at t = 0 (no brake, no latency counted); the next ones come late."""
+    config = ClosedLoopConfig(**HIGHWAY, time_mode="latency-model", latency="fixed:1300")
+    (warm,) = run_closed_loop(make_planner("expert"), config, progress=False)
+    assert warm.stats.brake_fallbacks == 0 and warm.stats.plan_ages_s[0] == 0.0
+    assert len(warm.stats.latencies_s) == warm.stats.plans - 1
+    assert min(warm.stats.latencies_s) >= 1.3 and warm.stats.age_times_s[0] == 0.0
 
 
 def test_a_plan_is_placed_where_its_frame_was_taken():
@@ -246,8 +258,8 @@ def test_realtime_sim_time_mapping_and_timeout_with_a_fake_clock():
     def sleep(seconds):
         wall[0] += seconds
 
-    schedule = RealTimeSchedule(Source(0.0), answer_timeout_s=0.25, clock=lambda: wall[0],
-                                sleep=sleep)
+    schedule = RealTimeSchedule(Source(0.0), answer_timeout_s=0.25, warm_start=False,
+                                clock=lambda: wall[0], sleep=sleep)
     schedule.frame(_Frame(0.0))
     schedule.wait(0.0, 0.1)                               # wall 100.0 -> 100.1
     (outcome,) = schedule.arrivals(0.1)

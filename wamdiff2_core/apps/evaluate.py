@@ -178,6 +178,10 @@ def _register_closed_loop(group) -> None:
                         help="a planner that gives no answer for this long (simulated time "
                              "in realtime, else wall time) ends the episode as a failure "
                              "(default 10)")
+    closed.add_argument("--cold-start", action="store_true",
+                        help="latency-model and realtime: do not wait for each episode's "
+                             "first plan (the ego brakes until it arrives); by default an "
+                             "episode starts as if the planner had been running before it")
     closed.add_argument("--json", action="store_true",
                         help="print the JSON report on stdout instead of the text summary")
     closed.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -227,7 +231,8 @@ def closed_loop_config(args: argparse.Namespace):
                                 duration_s=args.duration, camera=camera_arg(args.resolution),
                                 replan_interval_s=round(1.0 / args.camera_rate, 6),
                                 time_mode=time_mode, latency=latency,
-                                answer_timeout_s=args.answer_timeout)
+                                answer_timeout_s=args.answer_timeout,
+                                warm_start=not args.cold_start)
     except ValueError as exc:
         raise CliError(str(exc)) from None
 

@@ -49,6 +49,7 @@ class ClosedLoopConfig:
     time_mode: str = "sync"                  # sync | latency-model | realtime (schedules.py)
     latency: str = "zero"                    # the latency model of time_mode latency-model
     answer_timeout_s: float = 10.0           # realtime: simulated seconds with no answer
+    warm_start: bool = True                  # the world waits for each episode's first plan
     camera: CameraConfig = field(default_factory=CameraConfig)
     controller: ControllerConfig = field(default_factory=ControllerConfig)
     score: ScoreConfig = field(default_factory=ScoreConfig)
@@ -74,7 +75,7 @@ class ClosedLoopConfig:
     def schedule(self, source: PlanSource) -> Schedule:
         """This configuration's time mode for ``source`` (ValueError if it cannot run it)."""
         return TIME_MODES[self.time_mode](source, parse_latency_model(self.latency),
-                                          self.answer_timeout_s)
+                                          self.answer_timeout_s, self.warm_start)
 
 
 @dataclass

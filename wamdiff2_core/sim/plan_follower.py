@@ -10,8 +10,9 @@ plan, which is fixed in the map frame and indexed by time, while it is younger t
 ``plan_max_age_s``; otherwise (no plan yet, or too old) brake to a standstill at
 ``fallback_decel`` m/s^2 along the centre of the current lane. When the world does not
 wait for the planner (``--time latency-model`` / ``realtime``), the same brake is applied
-while no plan has arrived yet and when the followed plan grows older than
-``plan_max_age_s`` with no answer at all (``stale_brakes``).
+while no plan has arrived yet (only without the warm start, or when the first answer
+failed) and when the followed plan grows older than ``plan_max_age_s`` with no answer at
+all (``stale_brakes``).
 """
 from __future__ import annotations
 
@@ -109,8 +110,9 @@ class PlanFollower:
                 setattr(self.stats, name, getattr(self.stats, name) + 1)
             if waypoints is not None:
                 self.stats.plans += 1
-                self.stats.latencies_s.append(outcome.received_s - outcome.stamp)
-                self.stats.arrivals_s.append(outcome.received_s)
+                if not outcome.warm:             # the warm start has no latency
+                    self.stats.latencies_s.append(outcome.received_s - outcome.stamp)
+                    self.stats.arrivals_s.append(outcome.received_s)
                 self.controller.set_plan(Plan.from_waypoints(waypoints, *pose, outcome.stamp))
                 self._planner_plan = self._new_plan = True
                 continue

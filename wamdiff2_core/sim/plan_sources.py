@@ -78,6 +78,7 @@ class PlanOutcome:
     compute_s: float = 0.0                   # wall seconds the planner spent on it
     received_wall: float | None = None       # time.perf_counter() on arrival (streaming)
     received_s: float | None = None          # simulation time of arrival (set by schedules)
+    warm: bool = False                       # the episode's warm-start plan (no latency)
 
 
 class PlanSource(Protocol):

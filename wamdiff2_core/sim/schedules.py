@@ -19,6 +19,12 @@
 
 Either way plans take effect at the first control step at or after their arrival, placed
 by their frame's stamp (a plan made from an old image is an old plan).
+
+Warm start (``warm_start``, the default; nothing to warm in ``sync``): an episode begins as if the planner had been
+running before it, as a vehicle's does: the world waits for the plan of the episode's first
+frame, which arrives at that frame's instant (``PlanOutcome.warm``; not counted in the
+latency figures). From then on the world does not wait. Without it the ego brakes in lane
+until the first plan arrives (a planner that starts while the car is at speed).
 """
 from __future__ import annotations
 
@@ -56,20 +62,25 @@ class Schedule(Protocol):
 class ModelledSchedule:
     """A blocking source whose plans take ``latency.seconds(stats)`` of simulated time."""
 
-    def __init__(self, source: PlanSource, latency: LatencyModel):
-        self.source, self.latency = source, latency
+    def __init__(self, source: PlanSource, latency: LatencyModel, warm_start: bool = True):
+        self.source, self.latency, self.warm_start = source, latency, warm_start
         self.dropped_frames = 0
         self._pending: CameraFrame | None = None
         self._in_flight: PlanOutcome | None = None
+        self._warm = warm_start
 
     def begin(self) -> None:
-        pass
+        self._warm = self.warm_start
 
     def end(self) -> None:
         pass
 
     def _start(self, frame: CameraFrame, start_s: float) -> None:
         outcome = self.source.plan(frame, start_s)
+        if self._warm:
+            self._warm = False
+            self._in_flight = replace(outcome, received_s=start_s, warm=True)
+            return
         self._in_flight = replace(outcome, received_s=start_s + self.latency.seconds(
             outcome.stats))
 
@@ -102,28 +113,52 @@ class RealTimeSchedule:
     which the planner counts as hung (PlannerUnavailable).
     """
 
-    def __init__(self, source: PlanSource, answer_timeout_s: float,
+    def __init__(self, source: PlanSource, answer_timeout_s: float, warm_start: bool = True,
                  clock: Callable[[], float] = time.perf_counter,
                  sleep: Callable[[float], None] = time.sleep):
         if not source.streaming:
             raise ValueError(f"--time realtime needs a planner that runs on its own (the ROS "
                              f"node: --through-node); {source.name} answers blocking calls")
         self.source, self.answer_timeout_s = source, answer_timeout_s
+        self.warm_start = warm_start
         self._clock, self._sleep = clock, sleep
         self.dropped_frames = 0
         self._interval: tuple[float, float, float] | None = None   # wall start, sim start, end
         self._waiting_since: float | None = None    # sim time of the oldest unanswered frame
+        self._warm: list[PlanOutcome] | None = None  # the warm-start answer, until delivered
 
     def begin(self) -> None:
         self.source.pause()
+        self._interval, self._waiting_since = None, None
+        self._warm = [] if self.warm_start else None
 
     def end(self) -> None:
         self.source.resume()
 
     def frame(self, frame: CameraFrame) -> None:
+        if self._warm == []:
+            self._warm = [self._wait_for_answer(frame)]
+            return
         self.source.submit(frame)
         if self._waiting_since is None:
             self._waiting_since = frame.stamp
+
+    def _wait_for_answer(self, frame: CameraFrame) -> PlanOutcome:
+        """The warm start: the world waits (wall time) for the answer to ``frame``."""
+        self.source.resume()
+        try:
+            self.source.submit(frame)
+            deadline = self._clock() + self.answer_timeout_s
+            while True:
+                answers = self.source.poll()
+                if answers:
+                    return replace(answers[-1], received_s=frame.stamp, warm=True)
+                if self._clock() > deadline:
+                    raise PlannerUnavailable(f"no answer from the planner to the episode's "
+                                             f"first frame within {self.answer_timeout_s:g} s")
+                self._sleep(0.01)
+        finally:
+            self.source.pause()
 
     def _sim_time(self, wall: float, now: float) -> float:
         if self._interval is None:
@@ -132,6 +167,9 @@ class RealTimeSchedule:
         return min(max(sim0 + (wall - wall0), sim0), sim1)
 
     def arrivals(self, now: float) -> list[PlanOutcome]:
+        if self._warm:
+            out, self._warm = self._warm, None
+            return out
         out = [replace(o, received_s=self._sim_time(o.received_wall, now))
                for o in self.source.poll()]
         if out:
@@ -153,21 +191,22 @@ class RealTimeSchedule:
         self.source.pause()
 
 
-def _sync(source: PlanSource, latency: LatencyModel, answer_timeout_s: float) -> Schedule:
-    return ModelledSchedule(source, FixedLatency(0.0, name="zero"))
+def _sync(source: PlanSource, latency: LatencyModel, answer_timeout_s: float,
+          warm_start: bool) -> Schedule:
+    return ModelledSchedule(source, FixedLatency(0.0, name="zero"), warm_start=False)
 
 
-def _modelled(source: PlanSource, latency: LatencyModel, answer_timeout_s: float
-              ) -> Schedule:
-    return ModelledSchedule(source, latency)
+def _modelled(source: PlanSource, latency: LatencyModel, answer_timeout_s: float,
+              warm_start: bool) -> Schedule:
+    return ModelledSchedule(source, latency, warm_start)
 
 
-def _realtime(source: PlanSource, latency: LatencyModel, answer_timeout_s: float
-              ) -> Schedule:
-    return RealTimeSchedule(source, answer_timeout_s)
+def _realtime(source: PlanSource, latency: LatencyModel, answer_timeout_s: float,
+              warm_start: bool) -> Schedule:
+    return RealTimeSchedule(source, answer_timeout_s, warm_start)
 
 
-TIME_MODES: dict[str, Callable[[PlanSource, LatencyModel, float], Schedule]] = {
+TIME_MODES: dict[str, Callable[[PlanSource, LatencyModel, float, bool], Schedule]] = {
     "sync": _sync,
     "latency-model": _modelled,
     "realtime": _realtime,

@@ -59,7 +59,9 @@ def test_the_bundled_model_drives_through_the_node_in_real_time(tmp_path, reques
     assert report["node"]["overrides"]["decode.commit_rule"] == "low_confidence_leftmost"
     timing = report["latency"]
     lat, age = timing["latency_ms"], timing["plan_age_s"]
-    assert lat["n"] == report["valid_plans"] and 0 < lat["p50"] <= lat["p95"] <= lat["max"]
+    # every valid plan but the warm start's (the world waited for the first frame's plan)
+    assert report["valid_plans"] - 1 <= lat["n"] < report["valid_plans"] + 1
+    assert 0 < lat["p50"] <= lat["p95"] <= lat["max"]
     assert 0 < age["p50"] <= age["p95"] and timing["frames"] == 8
     assert 0 <= timing["frames_without_new_plan"] <= timing["frames"]
     assert timing["plans_per_s"] == pytest.approx(report["valid_plans"] / 4.0, abs=0.01)
