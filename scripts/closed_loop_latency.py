@@ -5,13 +5,15 @@ For each planner (LABEL=CHECKPOINT[+decoding options]) it runs `wamdiff2 eval cl
 the same episodes in up to four ways: synchronous in this process (the world waits), through
 the node in real time (the world moves on), and under the H200 latency model in this
 process and through the node; then it prints one Markdown row per planner: score and latency
-p50 (ms) of each run. Reports go to OUT/<label>/<mode>/. Example (the README's figures):
+p50 (ms) of each run. Reports go to OUT/<label>/<mode>/. The README's figures (AR_CKPT: an
+AR checkpoint, here a stage-0 model of the same size and data; docs/history.md, 2026-12-01):
 
-    OMP_NUM_THREADS=1 .venv/bin/python scripts/closed_loop_latency.py --episodes 6 \\
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/closed_loop_latency.py --episodes 3 \\
+        --seed 1000 --out runs/latency3 \\
         --planner diffusion=wamdiff2_core/assets/default_model \\
         --planner "diffusion-fast=wamdiff2_core/assets/default_model+--commit-rule \\
 low_confidence_leftmost --steps-per-block 8 --threshold 0.95" \\
-        --planner ar-teacher=PATH/TO/ar_teacher
+        --planner ar-stage0=AR_CKPT
 
 A run whose report exists is not run again (delete OUT/<label>/<mode> to redo it).
 """
