@@ -2,8 +2,11 @@
 
 Velocity comes from the message's twist, which nav_msgs/Odometry defines in the child
 (body) frame: x forward, y left, the planner's ego frame. Acceleration is the difference of
-successive velocities over the difference of their stamps. Non-finite or time-travelling
-messages are rejected and leave the last good state untouched.
+successive velocities over the difference of their stamps, the earlier velocity turned into
+the later body frame first (by the yaw change between the two poses), so that it is the
+acceleration in the ground frame expressed in the body frame, centripetal part included, as
+the training data's (`World.ego_motion`). Non-finite or time-travelling messages are
+rejected and leave the last good state untouched.
 """
 from __future__ import annotations
 
@@ -84,8 +87,11 @@ class OdometryTracker:
             accel = self._motion.acceleration
             if last is not None and 0.0 < sample.stamp - last.stamp <= self._max_gap:
                 dt = sample.stamp - last.stamp
-                accel = ((sample.velocity[0] - last.velocity[0]) / dt,
-                         (sample.velocity[1] - last.velocity[1]) / dt)
+                turn = last.yaw - sample.yaw          # the earlier body frame, seen from now
+                c, s = math.cos(turn), math.sin(turn)
+                vx, vy = last.velocity
+                accel = ((sample.velocity[0] - (c * vx - s * vy)) / dt,
+                         (sample.velocity[1] - (s * vx + c * vy)) / dt)
             self._samples.append(sample)
             self._motion = EgoMotion(sample.velocity, accel, sample.stamp)
             return self._motion
