@@ -153,7 +153,9 @@ class Planner:
     def plan_batch(self, observations: Sequence[Observation]
                    ) -> list[PlanResult | tasks.AnswerParseError]:
         """Plans for several observations in one batch; a malformed answer is returned as its
-        AnswerParseError in that slot, so one bad row does not hide the others."""
+        AnswerParseError in that slot, so one bad row does not hide the others. Every result,
+        and every such error as its ``stats`` attribute, carries the batch's DecodeStats
+        (a malformed answer cost a decode too)."""
         prompts = [tasks.planning_prompt(o.command, o.velocity, o.acceleration, o.position)
                    for o in observations]
         texts, stats = self.generate(prompts, [o.images for o in observations],
@@ -163,6 +165,7 @@ class Planner:
             try:
                 results.append(PlanResult(tasks.parse_waypoints(text), text, stats))
             except tasks.AnswerParseError as exc:
+                exc.stats = stats
                 results.append(exc)
         return results
 

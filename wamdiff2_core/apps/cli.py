@@ -22,6 +22,7 @@ SUBCOMMAND_MODULES = (
     "wamdiff2_core.apps.bench.cli",      # bench decode
     "wamdiff2_ros.tools.bench_cli",      # bench node
     "wamdiff2_ros.tools.bag_cli",        # bag record-sim / replay / eval / info, demo
+    "wamdiff2_ros.tools.closed_loop_cli",  # eval closed-loop --through-node
 )
 
 

@@ -3,7 +3,10 @@ call -> report).
 
 Open loop scores a checkpoint on a data set's records (``--checkpoint ground-truth`` answers
 with the records' own answers: no model); closed loop lets a planner drive simulated
-episodes.
+episodes. Where the closed loop's plans come from is a :class:`ClosedLoopDriver`: the
+planner in this process by default; the ROS tools add ``--through-node``
+(``wamdiff2_ros.tools.closed_loop_cli``), which sets another driver on the same parser, so
+this module never imports them.
 """
 from __future__ import annotations
 
@@ -12,7 +15,9 @@ import dataclasses
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 from wamdiff2_core.apps.common import (CliError, add_decode_options, add_field_options,
                                        camera_arg, check_model_source, decode_config,
@@ -22,6 +27,18 @@ from wamdiff2_core.tasks import RECORDS_FILE
 DEFAULT_OUT = "runs/eval/open-loop"
 DEFAULT_CLOSED_OUT = "runs/eval/closed-loop"
 DEFAULT_CLOSED_SEED = 1000  # not the data generator's default: evaluate on unseen episodes
+CLOSED_LOOP_COMMAND = ("eval", "closed-loop")
+
+
+@dataclass(frozen=True)
+class ClosedLoopDriver:
+    """Where `eval closed-loop` gets its plans: ``drive(args, config)`` runs the episodes of
+    a ``ClosedLoopConfig`` and returns ``(results, report extras)``; ``default_time`` is
+    the time mode when ``--time`` is not given."""
+
+    name: str
+    default_time: str
+    drive: Callable[[argparse.Namespace, Any], tuple[list, dict]]
 
 
 def register(subparsers) -> None:
@@ -159,33 +176,97 @@ def _register_closed_loop(group) -> None:
     closed.add_argument("--max-plots", type=int, default=12, metavar="N",
                         help="plot at most N episodes (default 12)")
     add_decode_options(closed, ("commit_rule", "threshold", "steps_per_block", "constrained"))
+    closed.add_argument("--time", default=None, metavar="MODE",
+                        help="how simulated time relates to planning: sync (the world waits "
+                             "for every plan; the default in this process) | latency-model "
+                             "(each plan arrives after the modelled latency of its decode) | "
+                             "realtime (the world moves on while the planner plans; needs "
+                             "--through-node, whose default it is); docs/simulation.md")
+    closed.add_argument("--latency", default=None, metavar="MODEL",
+                        help="latency model of --time latency-model: h200 (default: the 2B "
+                             "model's per-forward costs on an H200, docs/gpu) | fixed:MS | "
+                             "profile:PATH[@MODE] (a bench decode --json report); a :ar "
+                             "suffix prices every decode as autoregressive (one AR step "
+                             "per token)")
+    closed.add_argument("--camera-rate", type=float, default=2.0, metavar="HZ",
+                        help="camera frames (plan requests) per second of simulated time; it "
+                             "must divide the 10 Hz control rate (default 2)")
+    closed.add_argument("--answer-timeout", type=float, default=10.0, metavar="SECONDS",
+                        help="a planner that gives no answer for this long (simulated time "
+                             "in realtime, else wall time) ends the episode as a failure "
+                             "(default 10)")
+    closed.add_argument("--cold-start", action="store_true",
+                        help="latency-model and realtime: do not wait for each episode's "
+                             "first plan (the ego brakes until it arrives); by default an "
+                             "episode starts as if the planner had been running before it")
     closed.add_argument("--json", action="store_true",
                         help="print the JSON report on stdout instead of the text summary")
     closed.add_argument("--no-progress", action="store_true", help="no progress bar")
-    closed.set_defaults(func=run_closed_loop)
+    closed.set_defaults(func=run_closed_loop, closed_loop_driver=IN_PROCESS)
 
 
-def run_closed_loop(args: argparse.Namespace) -> int:
-    from wamdiff2_core.evaluation.closed_loop_report import build_report, format_text, write_report
-    from wamdiff2_core.sim.closed_loop import ClosedLoopConfig
+def _drive_in_process(args: argparse.Namespace, config) -> tuple[list, dict]:
+    """The planner in this process (``--planner`` any kind)."""
     from wamdiff2_core.sim.closed_loop import run_closed_loop as drive
     from wamdiff2_core.sim.planners import make_planner
 
-    if args.episodes < 1:
-        raise CliError("--episodes must be at least 1")
-    if args.duration is not None and args.duration <= 0:
-        raise CliError("--duration must be positive")
-    config = ClosedLoopConfig(episodes=args.episodes, seed=args.seed,
-                              scenarios=scenarios_arg(args.scenarios), duration_s=args.duration,
-                              camera=camera_arg(args.resolution))
+    if config.time_mode == "realtime":
+        raise CliError("--time realtime needs a planner that runs on its own: add "
+                       "--through-node (the ROS node plans while the world moves on)")
     decode = decode_config(args) if decode_knobs(args) else None   # checkpoint planners only
     try:
         planner = make_planner(args.planner, decode)
     except (ValueError, FileNotFoundError, OSError) as exc:
         raise CliError(f"cannot load planner {args.planner!r}: {exc}") from None
+    return drive(planner, config, progress=not args.no_progress), {}
+
+
+IN_PROCESS = ClosedLoopDriver("in-process", "sync", _drive_in_process)
+
+
+def closed_loop_config(args: argparse.Namespace):
+    """The ``ClosedLoopConfig`` of `eval closed-loop`'s options; one CliError if invalid."""
+    from wamdiff2_core.sim.closed_loop import ClosedLoopConfig
+
+    if args.episodes < 1:
+        raise CliError("--episodes must be at least 1")
+    if args.duration is not None and args.duration <= 0:
+        raise CliError("--duration must be positive")
+    if not 0 < args.camera_rate <= 10:
+        raise CliError(f"--camera-rate must be in (0, 10] Hz, got {args.camera_rate:g}")
+    time_mode = args.time or args.closed_loop_driver.default_time
+    latency = args.latency or ("h200" if time_mode == "latency-model" else "zero")
+    if args.latency is not None and time_mode != "latency-model":
+        raise CliError(f"--latency applies to --time latency-model, not {time_mode}")
+    if latency.split(":")[0] not in ("zero", "fixed") and not args.planner.startswith(
+            "checkpoint"):
+        raise CliError(f"the latency model {latency} prices a model's decoding forwards; "
+                       f"use --latency fixed:MS for planner {args.planner!r}")
+    try:
+        return ClosedLoopConfig(episodes=args.episodes, seed=args.seed,
+                                scenarios=scenarios_arg(args.scenarios),
+                                duration_s=args.duration, camera=camera_arg(args.resolution),
+                                replan_interval_s=round(1.0 / args.camera_rate, 6),
+                                time_mode=time_mode, latency=latency,
+                                answer_timeout_s=args.answer_timeout,
+                                warm_start=not args.cold_start)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+
+
+def run_closed_loop(args: argparse.Namespace) -> int:
+    from wamdiff2_core.evaluation.closed_loop_report import build_report, format_text, write_report
+    from wamdiff2_core.sim.latency import describe, parse_latency_model
+
+    config = closed_loop_config(args)
+    decode = decode_config(args) if decode_knobs(args) else None
+    driver = args.closed_loop_driver
     start = time.perf_counter()
-    results = drive(planner, config, progress=not args.no_progress)
-    report = build_report(results, args.planner, config, time.perf_counter() - start)
+    results, extras = driver.drive(args, config)
+    report = build_report(results, args.planner, config, time.perf_counter() - start,
+                          driver=driver.name,
+                          latency_model=describe(parse_latency_model(config.latency)))
+    report.update(extras)
     if decode is not None:
         report["decode"] = decode.to_dict()
     paths = write_report(args.out, results, report, max_plots=args.max_plots)

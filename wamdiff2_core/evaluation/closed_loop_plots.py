@@ -88,3 +88,31 @@ def plot_scores(results, path: str | Path, planner_name: str) -> None:
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+def plot_timing(results, path: str | Path, planner_name: str, max_episodes: int = 6) -> None:
+    """Age of the plan being followed over simulated time (one line per episode; a dot
+    where a plan arrived, at its latency) and the latency histogram."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax, hist) = plt.subplots(1, 2, figsize=(10, 3.5), dpi=100,
+                                   gridspec_kw={"width_ratios": [3, 1]})
+    for result in results[:max_episodes]:
+        s = result.stats
+        line, = ax.step(s.age_times_s, s.plan_ages_s, where="post", lw=1,
+                        label=f"{result.index} {result.scenario[:5]}")
+        ax.plot(s.arrivals_s, s.latencies_s, ".", color=line.get_color(), ms=4)
+    ax.set_xlabel("simulated time [s]")
+    ax.set_ylabel("age of the followed plan [s]")
+    ax.set_title(f"{planner_name}: plan age (line), latency at arrival (dots)", fontsize=9)
+    if results:
+        ax.legend(fontsize=7, loc="upper right")
+    latencies = [1e3 * x for r in results for x in r.stats.latencies_s]
+    hist.hist(latencies, bins=20, color="tab:blue")
+    hist.set_xlabel("latency [ms]")
+    hist.set_ylabel("plans")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

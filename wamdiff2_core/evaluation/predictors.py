@@ -54,7 +54,8 @@ def timed_answer(call: Callable[[], Any]) -> TaskAnswer:
     try:
         result = call()
     except AnswerParseError as exc:
-        return TaskAnswer(exc.raw_text, False, _ms(tic), reason=exc.reason)
+        return TaskAnswer(exc.raw_text, False, _ms(tic),
+                          getattr(exc, "stats", None) or DecodeStats(), reason=exc.reason)
     stats = getattr(result, "stats", None) or DecodeStats()    # any object with .text works
     return TaskAnswer(result.text, True, _ms(tic), stats, result=result)
 

@@ -1,42 +1,39 @@
 """Closed-loop runner: a planner drives the ego through simulated episodes.
 
-Every ``replan_interval_s`` the runner renders the front camera, builds the observation
-(command from the expert's intent, velocity and acceleration in the ego frame) and asks
-the planner for 8 waypoints; between plans a pure-pursuit + speed controller follows the
-latest plan and sends highway-env continuous actions. Each episode is scored with
-:mod:`wamdiff2_core.evaluation.pdms`.
-
-Safe fallback when the planner fails (``AnswerParseError``: unparseable answer; or a
-result that is not 8 finite (x, y) pairs): keep following the last valid plan, which is
-fixed in the map frame and indexed by time, so it is followed further along as time
-passes, while it is younger than ``plan_max_age_s``; otherwise (no valid plan yet, or too
-old) brake to a standstill at ``fallback_decel`` m/s^2 along the centre of the current
-lane.
+Every ``replan_interval_s`` (the camera period) the runner renders the front camera,
+builds the observation (command from the expert's intent, velocity and acceleration in the
+ego frame) and hands the frame to a plan source (:mod:`~wamdiff2_core.sim.plan_sources`:
+a planner function in this process, or the ROS node); the time mode
+(:mod:`~wamdiff2_core.sim.schedules`) decides when, in simulated time, each plan arrives.
+At every 10 Hz control step a pure-pursuit + speed controller follows the newest plan,
+placed by its frame's stamp (:mod:`~wamdiff2_core.sim.plan_follower`, which also holds the
+fallback rule for frames without a plan), and sends highway-env continuous actions. Each
+episode is scored with :mod:`wamdiff2_core.evaluation.pdms`; one whose planner can no
+longer answer (``PlannerUnavailable``) ends there as a failure with the reason, scored 0.
 """
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from wamdiff2_core.evaluation.closed_loop_report import distribution
 from wamdiff2_core.evaluation.pdms import EpisodeLog, EpisodeScore, ScoreConfig, score_episode
-from wamdiff2_core.geometry import map_to_ego
+from wamdiff2_core.geometry import map_to_ego, wrap_angle
 from wamdiff2_core.sim.camera import CameraConfig
-from wamdiff2_core.sim.controller import ControllerConfig, Plan, TrackingController
+from wamdiff2_core.sim.controller import ControllerConfig, TrackingController
 from wamdiff2_core.sim.expert import derive_command
 from wamdiff2_core.sim.generator import episode_seed
+from wamdiff2_core.sim.latency import parse_latency_model
+from wamdiff2_core.sim.plan_follower import FALLBACK_TEXT, PlanFollower, PlannerStats
+from wamdiff2_core.sim.plan_sources import (CameraFrame, EgoTick, InProcessSource,
+                                            PlannerUnavailable, PlanSource)
 from wamdiff2_core.sim.planners import PlannerFn, SimObservation
 from wamdiff2_core.sim.renderer import CameraRenderer
 from wamdiff2_core.sim.scenarios import SCENARIOS, get_scenario
+from wamdiff2_core.sim.schedules import TIME_MODES, Schedule
 from wamdiff2_core.sim.world import CONTROL_DT, World
-from wamdiff2_core.tasks import AnswerParseError
-
-FALLBACK_TEXT = ("on a planner failure (unparseable answer or invalid waypoints) the last "
-                 "valid plan is followed further along in time while it is younger than "
-                 "{age:g} s; without one, the ego brakes to a standstill at {decel:g} m/s^2 "
-                 "along the centre of its lane")
 
 
 @dataclass(frozen=True)
@@ -45,28 +42,40 @@ class ClosedLoopConfig:
     seed: int = 0
     scenarios: tuple[str, ...] = tuple(SCENARIOS)
     duration_s: float | None = None          # None: each scenario's own duration
-    replan_interval_s: float = 0.5
+    replan_interval_s: float = 0.5           # the camera period: one frame, one plan request
     plan_max_age_s: float = 3.0
     fallback_decel: float = 3.0
     others_radius_m: float = 60.0
+    time_mode: str = "sync"                  # sync | latency-model | realtime (schedules.py)
+    latency: str = "zero"                    # the latency model of time_mode latency-model
+    answer_timeout_s: float = 10.0           # realtime: simulated seconds with no answer
+    warm_start: bool = True                  # the world waits for each episode's first plan
     camera: CameraConfig = field(default_factory=CameraConfig)
     controller: ControllerConfig = field(default_factory=ControllerConfig)
     score: ScoreConfig = field(default_factory=ScoreConfig)
 
+    def __post_init__(self) -> None:
+        if self.time_mode not in TIME_MODES:
+            raise ValueError(f"unknown time mode {self.time_mode!r}; use "
+                             f"{' | '.join(TIME_MODES)}")
+        if self.time_mode != "latency-model" and self.latency != "zero":
+            raise ValueError(f"a latency model ({self.latency}) applies to time mode "
+                             f"latency-model, not {self.time_mode}")
+        parse_latency_model(self.latency)            # ValueError with the reason
+        steps = self.replan_interval_s / CONTROL_DT
+        if self.replan_interval_s <= 0 or abs(steps - round(steps)) > 1e-6:
+            raise ValueError(f"the camera period ({self.replan_interval_s:g} s) must be a "
+                             f"whole number of {CONTROL_DT:g} s control steps")
+        if self.answer_timeout_s <= 0:
+            raise ValueError("the answer timeout must be positive")
+
     def fallback_text(self) -> str:
         return FALLBACK_TEXT.format(age=self.plan_max_age_s, decel=self.fallback_decel)
 
-
-@dataclass
-class PlannerStats:
-    """How the planner fared in one episode (counts of planning instants)."""
-
-    plans: int = 0                 # valid plans
-    parse_failures: int = 0        # AnswerParseError
-    invalid_plans: int = 0         # not 8 finite (x, y) pairs
-    reused_plan_steps: int = 0     # failures covered by the last valid plan
-    brake_fallbacks: int = 0       # failures answered by braking in lane
-    planner_seconds: float = 0.0
+    def schedule(self, source: PlanSource) -> Schedule:
+        """This configuration's time mode for ``source`` (ValueError if it cannot run it)."""
+        return TIME_MODES[self.time_mode](source, parse_latency_model(self.latency),
+                                          self.answer_timeout_s, self.warm_start)
 
 
 @dataclass
@@ -80,6 +89,7 @@ class EpisodeResult:
     expert_path: np.ndarray                  # (T_ref, 2) map frame
     others_tracks: dict[int, np.ndarray]     # id -> (k, 2) map positions
     lanes: list
+    failure: str | None = None               # why the planner stopped answering, if it did
 
     def to_json(self) -> dict:
         log = self.log
@@ -94,7 +104,18 @@ class EpisodeResult:
                 "progress_m": round(float(log.progress[-1]), 3),
                 "expert_progress_m": round(float(log.expert_progress[
                     min(len(log.ego), len(log.expert_progress)) - 1]), 3),
-                **{k: v for k, v in asdict(self.stats).items() if k != "planner_seconds"}}
+                "failure": self.failure, **self.planner_json()}
+
+    def planner_json(self) -> dict:
+        """The planner's counts, latency and plan ages (deterministic unless the world ran
+        in real time)."""
+        stats = self.stats
+        counts = {k: v for k, v in asdict(stats).items()
+                  if k not in stats.SERIES}
+        seconds = max((len(self.log.ego) - 1) * self.log.dt, self.log.dt)
+        return {**counts, "plans_per_s": round(stats.plans / seconds, 3),
+                "latency_ms": distribution(stats.latencies_s, scale=1e3),
+                "plan_age_s": distribution(stats.plan_ages_s)}
 
 
 class ReferencePath:
@@ -147,16 +168,6 @@ def _collision_at_fault(world: World, speed_before: float, stationary: float = 0
     return False
 
 
-def _valid_waypoints(waypoints) -> np.ndarray | None:
-    try:
-        array = np.asarray(waypoints, dtype=np.float64)
-    except (TypeError, ValueError):
-        return None
-    if array.shape != (8, 2) or not np.isfinite(array).all() or np.abs(array).max() > 1000:
-        return None
-    return array
-
-
 def expert_reference(scenario: str, seed: int, steps: int) -> np.ndarray:
     """The expert's own positions (T, 2) over ``steps`` control steps from the start."""
     world = World(scenario, seed, ego="expert")
@@ -169,9 +180,9 @@ def expert_reference(scenario: str, seed: int, steps: int) -> np.ndarray:
     return np.array(points)
 
 
-def run_episode(planner: PlannerFn, scenario: str, seed: int, index: int,
+def run_episode(source: PlanSource, scenario: str, seed: int, index: int,
                 config: ClosedLoopConfig) -> EpisodeResult:
-    """Drive one episode with ``planner`` and score it."""
+    """Drive one episode with plans from ``source`` in ``config.time_mode`` and score it."""
     duration = config.duration_s or get_scenario(scenario).duration_s
     duration = min(duration, get_scenario(scenario).max_time_s - 4.0)
     steps = int(round(duration / CONTROL_DT))
@@ -182,19 +193,30 @@ def run_episode(planner: PlannerFn, scenario: str, seed: int, index: int,
     reference = ReferencePath(expert_path)
     world = World(scenario, seed, ego="controlled")
     controller = TrackingController(config.controller)
+    schedule = config.schedule(source)
+    follower = PlanFollower(controller, config.plan_max_age_s, config.fallback_decel,
+                            waits=config.time_mode == "sync")
     ego0 = world.ego_state()
     egos = [[ego0.x, ego0.y, ego0.yaw, ego0.speed]]
     others = [_others_array(world, config.others_radius_m)]
     drivable = [world.ego_on_drivable_area()]
     progress = [0.0]
     tracks: dict[int, list] = {}
-    stats = PlannerStats()
-    collision_step, at_fault = None, False
+    collision_step, at_fault, failure = None, False, None
     renderer = CameraRenderer(config.camera, world.lanes)
     try:
+        source.begin_episode(index, scenario, seed)
+        schedule.begin()
         for step in range(steps):
+            now = world.time
+            arrived = schedule.arrivals(now)       # plans started earlier see older odometry
+            source.tick(_ego_tick(world))
             if step % replan == 0:
-                _replan(world, planner, controller, renderer, config, stats)
+                frame = capture_frame(world, renderer, config)
+                follower.frame_captured(frame.stamp, frame.ego_xy, frame.ego_yaw)
+                schedule.frame(frame)
+            follower.apply(arrived + schedule.arrivals(now), world)
+            follower.check(world)
             ego = world.ego_state()
             velocity, _ = world.ego_motion()
             motion_yaw = ego.yaw + math.atan2(velocity[1], velocity[0]) if (
@@ -213,20 +235,42 @@ def run_episode(planner: PlannerFn, scenario: str, seed: int, index: int,
             if world.crashed:
                 collision_step, at_fault = step + 1, _collision_at_fault(world, speed_before)
                 break
+            schedule.wait(now, world.time)
+    except PlannerUnavailable as exc:
+        failure = str(exc)
     finally:
+        schedule.end()
         renderer.close()
+        source.end_episode(failure)
+    follower.close_period()
+    stats = follower.stats
+    stats.dropped_frames = schedule.dropped_frames
     log = EpisodeLog(dt=CONTROL_DT, nominal_steps=steps, ego=np.array(egos),
                      ego_size=(ego0.length, ego0.width), others=others,
                      on_drivable=np.array(drivable), progress=np.array(progress),
                      expert_progress=expert_progress, collision_step=collision_step,
                      collision_at_fault=at_fault)
-    return EpisodeResult(index, scenario, seed, log, score_episode(log, config.score), stats,
-                         expert_path, {k: np.array(v) for k, v in sorted(tracks.items())},
-                         world.lanes)
+    score = score_episode(log, config.score) if failure is None else EpisodeScore(0.0, ())
+    return EpisodeResult(index, scenario, seed, log, score, stats, expert_path,
+                         {k: np.array(v) for k, v in sorted(tracks.items())}, world.lanes,
+                         failure)
 
 
-def _replan(world: World, planner: PlannerFn, controller: TrackingController,
-            renderer: CameraRenderer, config: ClosedLoopConfig, stats: PlannerStats) -> None:
+def _ego_tick(world: World) -> EgoTick:
+    """The ego's odometry now: map pose, ego-frame velocity, yaw rate."""
+    ego = world.ego_state()
+    velocity, _ = world.ego_motion()
+    yaw_rate = 0.0
+    if len(world.ego_history) > 1:
+        (t0, before), (t1, _) = world.ego_history[-2], world.ego_history[-1]
+        yaw_rate = wrap_angle(ego.yaw - before.yaw) / max(t1 - t0, 1e-6)
+    return EgoTick(world.time, ego.xy, ego.yaw, velocity, yaw_rate)
+
+
+def capture_frame(world: World, renderer: CameraRenderer, config: ClosedLoopConfig
+                  ) -> CameraFrame:
+    """The front camera now, with the command (from a rollout of the expert), velocity,
+    acceleration and the expert's own waypoints (for the privileged expert planner)."""
     ego = world.ego_state()
     rollout = world.expert_rollout(horizon_s=4.0)
     poses = rollout.map_poses()[5::5][:8]                        # t = 0.5 ... 4.0 s
@@ -238,38 +282,28 @@ def _replan(world: World, planner: PlannerFn, controller: TrackingController,
         velocity=(float(velocity[0]), float(velocity[1])),
         acceleration=(float(acceleration[0]), float(acceleration[1])),
         stamp=world.time, expert_waypoints=expert_waypoints)
-    started = time.perf_counter()
-    try:
-        waypoints = _valid_waypoints(planner(observation, image))
-        if waypoints is None:
-            stats.invalid_plans += 1
-    except AnswerParseError:
-        waypoints = None
-        stats.parse_failures += 1
-    stats.planner_seconds += time.perf_counter() - started
-    if waypoints is not None:
-        stats.plans += 1
-        controller.set_plan(Plan.from_waypoints(waypoints, ego.xy, ego.yaw, world.time))
-        return
-    plan = controller.plan
-    if plan is not None and world.time - plan.start_time < config.plan_max_age_s:
-        stats.reused_plan_steps += 1
-        return
-    stats.brake_fallbacks += 1
-    controller.set_plan(Plan.from_waypoints(world.lane_brake_waypoints(config.fallback_decel),
-                                            ego.xy, ego.yaw, world.time))
+    return CameraFrame(world.time, image, observation, ego.xy, ego.yaw)
 
 
-def run_closed_loop(planner: PlannerFn, config: ClosedLoopConfig, progress: bool = True
-                    ) -> list[EpisodeResult]:
+def run_closed_loop(planner: PlannerFn | PlanSource, config: ClosedLoopConfig,
+                    progress: bool = True) -> list[EpisodeResult]:
     """Episodes ``0 .. episodes-1``: scenario ``scenarios[i % n]``, world seed from
-    ``(seed, i)`` (the same seeds as the data generator's)."""
+    ``(seed, i)`` (the same seeds as the data generator's), whatever the plan source and
+    time mode, so runs compare episode for episode. ``planner``: a planner function (run
+    in this process) or a plan source."""
     from tqdm import tqdm
 
-    results = []
-    for index in tqdm(range(config.episodes), desc="eval closed-loop", unit="episode",
-                      disable=not progress, dynamic_ncols=True):
-        scenario = config.scenarios[index % len(config.scenarios)]
-        results.append(run_episode(planner, scenario, episode_seed(config.seed, index), index,
-                                   config))
-    return results
+    owned = callable(planner)
+    source = InProcessSource(planner) if owned else planner
+    try:
+        config.schedule(source)             # a time mode this source cannot run: fail now
+        results = []
+        for index in tqdm(range(config.episodes), desc="eval closed-loop", unit="episode",
+                          disable=not progress, dynamic_ncols=True):
+            scenario = config.scenarios[index % len(config.scenarios)]
+            results.append(run_episode(source, scenario, episode_seed(config.seed, index),
+                                       index, config))
+        return results
+    finally:
+        if owned:
+            source.close()

@@ -2,8 +2,9 @@
 
 A planner is any callable taking a :class:`SimObservation` (an ``Observation`` plus the
 privileged expert plan) and the current front image (H, W, 3) uint8, and
-returning 8 waypoints in the ego frame (x forward, y left, 0.5 s apart). It may raise
-``AnswerParseError``; the runner counts that and falls back safely.
+returning 8 waypoints in the ego frame (x forward, y left, 0.5 s apart), or a
+``PlanResult`` holding them (its decode statistics are what ``--time latency-model``
+prices). It may raise ``AnswerParseError``; the runner counts that and falls back safely.
 
 Registered planners (``--planner``):
 
@@ -59,8 +60,8 @@ def checkpoint_planner(path: str, decode=None) -> PlannerFn:
 
     model = Planner.from_pretrained(path, decode=decode or DecodeConfig())
 
-    def plan(observation: SimObservation, image: np.ndarray) -> np.ndarray:
-        return model.plan(observation).waypoints
+    def plan(observation: SimObservation, image: np.ndarray):
+        return model.plan(observation)      # a PlanResult: waypoints and the decode's stats
     return plan
 
 

@@ -2,10 +2,13 @@
 
 Velocity comes from the message's twist, which nav_msgs/Odometry defines in the child
 (body) frame: x forward, y left, the planner's ego frame. Acceleration is the difference of
-successive velocities over the difference of their stamps. Non-finite, implausible (too
-fast, too large an acceleration) or slightly out-of-order messages are rejected and leave the
-last good state untouched; a stamp more than `RESET_JUMP_S` older than the last one means
-time started again (a bag loop, a simulator reset) and starts a fresh history.
+successive velocities over the difference of their stamps, the earlier velocity turned into
+the later body frame first (by the yaw change between the two poses), so that it is the
+acceleration in the ground frame expressed in the body frame, centripetal part included, as
+the training data's (`World.ego_motion`). Non-finite, implausible (too fast, too large an
+acceleration) or slightly out-of-order messages are rejected and leave the last good state
+untouched; a stamp more than `RESET_JUMP_S` older than the last one means time started again
+(a bag loop, a simulator reset) and starts a fresh history.
 """
 from __future__ import annotations
 
@@ -115,8 +118,11 @@ class OdometryTracker:
             if last is not None and MIN_ACCEL_DT_S <= sample.stamp - last.stamp <= \
                     self._max_gap:
                 dt = sample.stamp - last.stamp
-                accel = ((sample.velocity[0] - last.velocity[0]) / dt,
-                         (sample.velocity[1] - last.velocity[1]) / dt)
+                turn = last.yaw - sample.yaw          # the earlier body frame, seen from now
+                c, s = math.cos(turn), math.sin(turn)
+                vx, vy = last.velocity
+                accel = ((sample.velocity[0] - (c * vx - s * vy)) / dt,
+                         (sample.velocity[1] - (s * vx + c * vy)) / dt)
                 if math.hypot(*accel) > max_accel_mps2:
                     raise BadInput("odometry_implausible", f"odometry implies an acceleration "
                                    f"of {math.hypot(*accel):.3g} m/s^2 (max_accel_mps2 "

@@ -1,4 +1,5 @@
-"""Planner results -> ROS messages: Path, RViz markers, Detection2DArray, plan status.
+"""Planner results -> ROS messages: Path, RViz markers, Detection2DArray, plan status,
+per-frame stats.
 
 Pure functions of their arguments (no node, no clock): every output carries the stamp the
 caller passes, which the node sets to the input image's stamp; each pose of a Path carries
@@ -184,3 +185,26 @@ def plan_status_msg(stamp: Time, name: str, source: str, reason: str, command: s
     status = DiagnosticStatus(level=SOURCE_LEVELS[source], name=name, message=message,
                               hardware_id="wamdiff2", values=values)
     return DiagnosticArray(header=Header(stamp=stamp), status=[status])
+
+
+def answer_stats_values(task: str, parsed: bool, ms: float, stats, text: str
+                        ) -> dict[str, str]:
+    """The key/values of one task's answer in a frame's stats message (``stats``: its
+    DecodeStats): ``<task>.parsed``, ``.ms``, ``.tokens``, ``.forwards``,
+    ``.denoise_forwards``, ``.blocks``, ``.tokens_per_forward`` and the raw ``.text``."""
+    return {f"{task}.parsed": str(bool(parsed)).lower(), f"{task}.ms": f"{ms:.1f}",
+            f"{task}.tokens": str(stats.tokens), f"{task}.forwards": str(stats.forwards),
+            f"{task}.denoise_forwards": str(stats.denoise_forwards),
+            f"{task}.blocks": str(stats.blocks),
+            f"{task}.tokens_per_forward": f"{stats.tokens_per_forward:.2f}",
+            f"{task}.text": text}
+
+
+def frame_stats_msg(header: Header, name: str, hardware_id: str, values: dict[str, str],
+                    ok: bool, message: str) -> DiagnosticArray:
+    """One frame's stats (``~/output/stats``; `bag eval` writes the same): a DiagnosticArray
+    stamped with the image's header, level OK, or ERROR when an answer failed."""
+    status = DiagnosticStatus(level=DiagnosticStatus.OK if ok else DiagnosticStatus.ERROR,
+                              name=name, message=message, hardware_id=hardware_id,
+                              values=[KeyValue(key=k, value=v) for k, v in values.items()])
+    return DiagnosticArray(header=header, status=[status])

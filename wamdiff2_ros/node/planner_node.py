@@ -38,7 +38,8 @@ from wamdiff2_ros.node.odometry import OdometryTracker
 from wamdiff2_ros.node.planning import Outputs, PlanningHandler
 from wamdiff2_ros.node.topics import (ANSWER_TOPIC, COMMAND_TOPIC, DETECTIONS_TOPIC,
                                       DIAGNOSTICS_TOPIC, MARKERS_TOPIC, ODOMETRY_TOPIC, PATH_TOPIC,
-                                      QUESTION_TOPIC, STATUS_TOPIC, camera_topics)
+                                      QUESTION_TOPIC, STATS_TOPIC, STATUS_TOPIC,
+                                      camera_topics)
 from wamdiff2_ros.node.worker import Frame, PlanningWorker, WorkQueue
 
 NODE_NAME = "wamdiff2_planner"
@@ -47,7 +48,8 @@ QOS_REFRESH_S = 1.0              # how often `auto` subscriptions re-read the pu
 
 
 class PlannerNode(LifecycleNode):
-    """Cameras, odometry, commands and questions in; Path, markers, answers, diagnostics out."""
+    """Cameras, odometry, commands and questions in; Path, markers, answers, per-frame stats,
+    diagnostics out."""
 
     def __init__(self, **kwargs):
         super().__init__(NODE_NAME, **kwargs)
@@ -72,7 +74,8 @@ class PlannerNode(LifecycleNode):
         pubs = {name: self.create_lifecycle_publisher(msg_type, topic, qos.OUTPUT_QOS)
                 for name, msg_type, topic in (
                     ("path", Path, PATH_TOPIC), ("markers", MarkerArray, MARKERS_TOPIC),
-                    ("answer", String, ANSWER_TOPIC), ("status", DiagnosticArray, STATUS_TOPIC))}
+                    ("answer", String, ANSWER_TOPIC), ("status", DiagnosticArray, STATUS_TOPIC),
+                    ("stats", DiagnosticArray, STATS_TOPIC))}
         if outputs.HAVE_VISION_MSGS:
             pubs["detections"] = self.create_lifecycle_publisher(
                 outputs.Detection2DArray, DETECTIONS_TOPIC, qos.OUTPUT_QOS)
@@ -82,7 +85,7 @@ class PlannerNode(LifecycleNode):
             self._odometry, self.stats,
             Outputs(pubs["path"].publish, pubs["markers"].publish, pubs["answer"].publish,
                     pubs["detections"].publish if "detections" in pubs else None,
-                    pubs["status"].publish, self.report),
+                    pubs["status"].publish, self.report, pubs["stats"].publish),
             self._log, self._last_plan, self.status_name)
         self._inputs = InputCallbacks(NodeLinks(
             config=lambda: self.config, queue=lambda: self._queue, now_s=self._now_s,

@@ -1,12 +1,13 @@
 """The worker side of the node: one frame or question in, messages out, never an exception.
 
-`PlanningHandler` runs the planner on a `Frame` and publishes the Path, its status, markers
-and detections, or answers a question. Never silent: a frame that is planned always yields
-a Path, the model's own or, when its answer fails (an exception, `plan_timeout_s` passed,
-an answer that does not parse, odometry too old), the fallback (`fallback.py`), with
-`~/output/status` and /diagnostics saying which and why. A failed detection publishes an
-empty Detection2DArray, a failed or refused question an empty answer. Every failure is
-counted in `NodeStats`, logged (throttled) and reported at once.
+`PlanningHandler` runs the planner on a `Frame` and publishes the Path, its status, markers,
+detections and the frame's stats (`~/output/stats`: parsed or not, milliseconds, tokens,
+forwards, which Path went out), or answers a question. Never silent: a frame that is planned
+always yields a Path, the model's own or, when its answer fails (an exception,
+`plan_timeout_s` passed, an answer that does not parse, odometry too old), the fallback
+(`fallback.py`), with `~/output/status` and /diagnostics saying which and why. A failed
+detection publishes an empty Detection2DArray, a failed or refused question an empty answer.
+Every failure is counted in `NodeStats`, logged (throttled) and reported at once.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from typing import Any, Callable
 from std_msgs.msg import ColorRGBA, String
 from visualization_msgs.msg import Marker
 
+from wamdiff2_core.decoding.config import DecodeStats
 from wamdiff2_core.tasks import AnswerParseError
 from wamdiff2_core.types import Observation, PromptTooLong
 from wamdiff2_ros.node import outputs
@@ -41,6 +43,20 @@ class Outputs:
     detections: Callable[[Any], None] | None
     status: Callable[[Any], None]
     report: Callable[[bytes, str], None]      # publish a diagnostic now (level, message)
+    stats: Callable[[Any], None] | None = None   # the frame's stats (DiagnosticArray)
+
+
+@dataclass
+class _PlanRecord:
+    """What became of one frame's planning answer (its stats message's content)."""
+
+    parsed: bool = False
+    ms: float = 0.0
+    stats: DecodeStats | None = None
+    text: str = ""
+    source: str = ""           # the published Path's: model | last_plan | stop ("": none)
+    failure: str = ""          # the NodeStats counter of what failed ("" for the model's plan)
+    message: str = "ok"
 
 
 def _status_marker(frame_id: str, stamp, text: str, ok: bool) -> Marker:
@@ -93,6 +109,21 @@ class PlanningHandler:
         self._odometry, self._stats, self._out, self._log = odometry, stats, outputs_, log
         self._last, self._status_name = last_plan, status_name
 
+    def _publish_stats(self, frame: Frame, record: _PlanRecord) -> None:
+        """The frame's `~/output/stats` (what the closed loop through the node reads)."""
+        if self._out.stats is None:
+            return
+        motion = self._odometry.motion()
+        values = {"stamp": f"{frame.stamp:.9f}", "command": self._command(),
+                  "velocity": f"{motion.velocity[0]:.3f},{motion.velocity[1]:.3f}",
+                  **outputs.answer_stats_values("planning", record.parsed, record.ms,
+                                                record.stats or DecodeStats(), record.text),
+                  "planning.published": str(bool(record.source)).lower(),
+                  "planning.source": record.source, "planning.failure": record.failure}
+        self._out.stats(outputs.frame_stats_msg(
+            frame.header, f"{self._status_name()}: frame", "planner_node", values,
+            record.parsed and record.source == MODEL, record.message))
+
     def _fail(self, level: bytes, kind: str, message: str) -> None:
         self._stats.problem(level, kind, message)
         self._log.at(level == ERROR, kind, message)
@@ -108,9 +139,11 @@ class PlanningHandler:
                        f"{config.max_input_age_s:g}); dropped")
             return
         if "planning" in config.tasks:
-            markers = self._plan(frame, config, planner)
+            record = _PlanRecord()
+            markers = self._plan(frame, config, planner, record)
             if markers is None:              # timed out: the fallback went out at the deadline
                 return
+            self._publish_stats(frame, record)
         else:
             markers = [_status_marker(config.output_frame, frame.header.stamp,
                                       "no planning task", True)]
@@ -131,31 +164,42 @@ class PlanningHandler:
                     f"(max_odometry_age_s {config.max_odometry_age_s:g})")
         return None
 
-    def _plan(self, frame: Frame, config: NodeConfig, planner) -> list[Marker] | None:
-        """Publish the frame's Path (the model's or the fallback); its markers, or None when
-        the deadline passed and published the fallback itself."""
+    def _plan(self, frame: Frame, config: NodeConfig, planner, record: _PlanRecord
+              ) -> list[Marker] | None:
+        """Publish the frame's Path (the model's or the fallback) and fill ``record``; its
+        markers, or None when the deadline passed and published the fallback (and the
+        frame's stats) itself."""
         command, motion = self._command(), self._odometry.motion()
         stale = self._odometry_stale(frame, config, motion)
         if stale is not None:
             self._fail(WARN, "odometry_stale", f"{stale}; fallback published")
             self._finished(frame, None, None)
-            return self._publish_fallback(frame, config, command, motion, "odometry_stale")
+            record.failure, record.message = "odometry_stale", stale
+            return self._publish_fallback(frame, config, command, motion, "odometry_stale",
+                                          record)
         obs = Observation(images=list(frame.images), command=command,
                           velocity=motion.velocity, acceleration=motion.acceleration,
                           stamp=frame.stamp)
 
+        start = time.monotonic()
+
         def expire() -> None:
             self._fail(ERROR, "plan_timeouts", f"frame {frame.stamp:.3f} not planned within "
                        f"plan_timeout_s {config.plan_timeout_s:g}; fallback published")
-            self._finished(frame, None, None)
+            late = _PlanRecord(ms=self._finished(frame, None, None, start),
+                               failure="plan_timeouts",
+                               message=f"not planned within {config.plan_timeout_s:g} s")
             self._out.markers(outputs.marker_array(self._publish_fallback(
-                frame, config, command, motion, "plan_timeouts")))
+                frame, config, command, motion, "plan_timeouts", late)))
+            self._publish_stats(frame, late)
 
         deadline = Deadline(config.plan_timeout_s, expire)
-        start, result, failure = time.monotonic(), None, None
+        result, failure = None, None
         try:
             result = planner.plan(obs)
+            record.parsed, record.stats, record.text = True, result.stats, result.text
         except AnswerParseError as exc:
+            record.stats, record.text = getattr(exc, "stats", None), exc.raw_text or ""
             failure = ("parse_failures", f"planning answer for frame {frame.stamp:.9f} did "
                                          f"not parse: {clip(exc.reason, 200)}")
         except Exception as exc:  # noqa: BLE001 - a model failure costs this frame's plan only
@@ -165,21 +209,25 @@ class PlanningHandler:
         if not deadline.finish():
             self._log.debug(f"the late plan of frame {frame.stamp:.3f} was dropped")
             return None
-        self._finished(frame, start, result)
+        record.ms = self._finished(frame, start, result)
         if failure is not None:
             self._fail(ERROR, *failure)
-            return self._publish_fallback(frame, config, command, motion, failure[0])
+            record.failure, record.message = failure
+            return self._publish_fallback(frame, config, command, motion, failure[0], record)
         plan = Plan(frame.stamp, result.waypoints)
         self._last.remember(plan)
+        record.source = plan.source
         return self._publish(frame, config, command, plan, "",
                              f"{command}: {result.stats.total_ms:.0f} ms")
 
     def _publish_fallback(self, frame: Frame, config: NodeConfig, command: str,
-                          motion: EgoMotion, reason: str) -> list[Marker]:
+                          motion: EgoMotion, reason: str, record: _PlanRecord
+                          ) -> list[Marker]:
         speed = motion.velocity[0] if motion.stamp is not None else 0.0
         plan = fallback_plan(config, self._last.get(), frame.stamp, speed)
         self._stats.count("fallback_paths")
         self._stats.count(f"fallback_{plan.source}")
+        record.source = plan.source
         return self._publish(frame, config, command, plan, reason,
                              f"{command}: {plan.source} ({reason})")
 
@@ -205,7 +253,11 @@ class PlanningHandler:
                 _status_marker(config.output_frame, frame.header.stamp, text,
                                plan.source == MODEL)]
 
-    def _finished(self, frame: Frame, start: float | None, result) -> None:
+    def _finished(self, frame: Frame, start: float | None, result,
+                  began: float | None = None) -> float:
+        """Count the planned frame (``start``: when the planner was called, None when it was
+        not or did not finish); returns the wall milliseconds since ``start`` (or
+        ``began``), 0 when neither is given."""
         now = time.monotonic()
         planner_ms = None
         if start is not None:
@@ -213,6 +265,8 @@ class PlanningHandler:
         tpf = result.stats.tokens_per_forward if result is not None else None
         self._stats.count("frames_planned")
         self._stats.planned(frame.stamp, (now - frame.received) * 1e3, planner_ms, tpf)
+        since = start if start is not None else began
+        return (now - since) * 1e3 if since is not None else 0.0
 
     def _detect(self, frame: Frame, planner, markers: list) -> None:
         detections = []

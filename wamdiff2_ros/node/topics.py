@@ -13,6 +13,7 @@ MARKERS_TOPIC = "~/output/markers"
 DETECTIONS_TOPIC = "~/output/detections"
 ANSWER_TOPIC = "~/output/answer"
 STATUS_TOPIC = "~/output/status"
+STATS_TOPIC = "~/output/stats"
 DIAGNOSTICS_TOPIC = "/diagnostics"
 
 

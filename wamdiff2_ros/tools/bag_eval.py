@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.serialization import serialize_message
 from std_msgs.msg import ColorRGBA, Header, String
 from visualization_msgs.msg import Marker
@@ -128,23 +128,15 @@ def _stats_msg(frame: BagFrame, pred: FramePrediction, header: Header, name: str
                ) -> DiagnosticArray:
     values = {"stamp": f"{frame.stamp_s:.9f}", "command": frame.command,
               "velocity": f"{frame.motion.velocity[0]:.3f},{frame.motion.velocity[1]:.3f}"}
-    level, message = DiagnosticStatus.OK, "ok"
+    ok, message = True, "ok"
     for task, answer in (("planning", pred.plan), ("detection", pred.detect)):
         if answer is None:
             continue
-        values.update({f"{task}.parsed": str(answer.ok).lower(),
-                       f"{task}.ms": f"{answer.ms:.1f}",
-                       f"{task}.tokens": str(answer.stats.tokens),
-                       f"{task}.forwards": str(answer.stats.forwards),
-                       f"{task}.tokens_per_forward": f"{answer.stats.tokens_per_forward:.2f}",
-                       f"{task}.text": answer.text})
+        values.update(outputs.answer_stats_values(task, answer.ok, answer.ms, answer.stats,
+                                                  answer.text))
         if not answer.ok:
-            level, message = DiagnosticStatus.ERROR, f"{task} answer did not parse: " \
-                                                     f"{answer.reason}"
-    status = DiagnosticStatus(level=level, name=f"{name}: frame", message=message,
-                              hardware_id="bag eval",
-                              values=[KeyValue(key=k, value=v) for k, v in values.items()])
-    return DiagnosticArray(header=header, status=[status])
+            ok, message = False, f"{task} answer did not parse: {answer.reason}"
+    return outputs.frame_stats_msg(header, f"{name}: frame", "bag eval", values, ok, message)
 
 
 def frame_messages(frame: BagFrame, pred: FramePrediction, topics: OutputTopics

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from wamdiff2_ros.tools.bag_layout import NODE_NAME, TYPES, OutputTopics
+from wamdiff2_ros.tools.spin import spin_in_background
 
 PACKAGE = "wamdiff2_ros"
 PARAMS_FILE = "wamdiff2.yaml"
@@ -64,14 +65,18 @@ def ros_value(value: Any) -> str:
 
 
 class NodeProcess:
-    """`planner_node --ros-args --params-file FILE -p k:=v ...`, logging to `log_path`."""
+    """`planner_node --ros-args --params-file FILE -p k:=v ... -r from:=to ...`, logging to
+    `log_path`, in a process group of its own (so it can be paused and stopped whole)."""
 
     def __init__(self, domain_id: int, log_path: Path, overrides: dict[str, Any],
-                 params_file: Path | None = None, env: dict[str, str] | None = None):
+                 params_file: Path | None = None, env: dict[str, str] | None = None,
+                 remaps: dict[str, str] | None = None):
         params_file = params_file or find_params_file()
         self.cmd = [*node_command(), "--ros-args", "--params-file", str(params_file)]
         for name, value in overrides.items():
             self.cmd += ["-p", f"{name}:={ros_value(value)}"]
+        for source, target in (remaps or {}).items():
+            self.cmd += ["-r", f"{source}:={target}"]
         full_env = dict(os.environ, ROS_DOMAIN_ID=str(domain_id), PYTHONUNBUFFERED="1",
                         RCUTILS_LOGGING_BUFFERED_STREAM="0", **(env or {}))
         self.log_path = log_path
@@ -88,9 +93,25 @@ class NodeProcess:
         text = self.log_path.read_text(errors="replace").splitlines()
         return "\n".join(text[-lines:])
 
-    def stop(self, timeout_s: float = 30.0) -> int:
-        """SIGINT (the node's clean shutdown), then SIGKILL after `timeout_s`; exit code."""
+    def pause(self) -> None:
+        """Stop the whole process group (SIGSTOP) until `resume`."""
+        self._signal_group(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self._signal_group(signal.SIGCONT)
+
+    def _signal_group(self, sig: int) -> None:
         if self.alive():
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:   # it exited between the check and the signal
+                pass
+
+    def stop(self, timeout_s: float = 30.0) -> int:
+        """SIGINT (the node's clean shutdown; a paused node is resumed first), then SIGKILL
+        after `timeout_s`; exit code."""
+        if self.alive():
+            self.resume()
             self.proc.send_signal(signal.SIGINT)
             try:
                 self.proc.wait(timeout_s)
@@ -134,14 +155,7 @@ class OutputRecorder:
                                      self._record(t, m, raw), qos, raw=True)
         self._executor = executor
         self._executor.add_node(node)
-        self._thread = threading.Thread(target=self._spin, daemon=True)
-        self._thread.start()
-
-    def _spin(self) -> None:
-        try:
-            self._executor.spin()
-        except Exception:  # noqa: BLE001 - the context shut down under us
-            pass
+        self._thread = spin_in_background(self._executor, "demo-recorder")
 
     def _record(self, topic: str, msgtype: str, raw: bytes) -> None:
         with self.events:

@@ -29,6 +29,7 @@ from wamdiff2_core.decoding.config import DEFAULT_BACKEND
 from wamdiff2_core.tasks import AnswerParseError
 from wamdiff2_core.types import Observation
 from wamdiff2_ros.node import params
+from wamdiff2_ros.tools.spin import spin_in_background
 
 NODE = "/wamdiff2_planner"
 
@@ -202,14 +203,7 @@ class NodeClient:
                                       self._note_status, reliable)
         self._executor = SingleThreadedExecutor(context=self.context)
         self._executor.add_node(self.node)
-        self._thread = threading.Thread(target=self._spin, daemon=True)
-        self._thread.start()
-
-    def _spin(self) -> None:
-        try:
-            self._executor.spin()
-        except Exception:  # noqa: BLE001 - shut down under us
-            pass
+        self._thread = spin_in_background(self._executor, "bench-client")
 
     def _note(self, key: str, stamp) -> None:
         with self._lock:

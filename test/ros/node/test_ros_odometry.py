@@ -35,6 +35,20 @@ def test_velocity_from_twist_and_acceleration_from_successive_messages():
     assert motion.stamp == pytest.approx(10.5)
 
 
+def test_acceleration_on_a_curve_is_the_ground_frame_one_in_the_body_frame():
+    """A steady left turn at constant speed: the body-frame twist never changes, but the
+    acceleration is centripetal, v * yaw_rate to the left, as the simulator computes it for
+    the training data (map-frame differences of velocity turned into the ego frame)."""
+    speed, yaw_rate, dt = 10.0, 0.3, 0.1
+    tracker = OdometryTracker()
+    for k in range(3):
+        motion = tracker.update(sample_from_msg(_odom(k * dt, vx=speed, yaw=k * dt * yaw_rate)))
+    turn = dt * yaw_rate                # the earlier velocity, seen in the later body frame:
+    sim_like = (speed - speed * math.cos(turn)) / dt, speed * math.sin(turn) / dt
+    assert motion.acceleration == pytest.approx(sim_like)
+    assert motion.acceleration[1] == pytest.approx(speed * yaw_rate, rel=0.01)
+
+
 def test_a_long_gap_gives_no_acceleration_estimate():
     tracker = OdometryTracker(max_accel_gap_s=1.0)
     tracker.update(sample_from_msg(_odom(0.0, vx=1.0)))

@@ -59,13 +59,20 @@ class ScriptedPlanner:
 class Recorder:
     def __init__(self):
         self.sent: dict[str, list] = {k: [] for k in ("path", "markers", "answer",
-                                                       "detections", "status", "report")}
+                                                       "detections", "status", "report",
+                                                       "stats")}
 
     def outputs(self) -> Outputs:
         return Outputs(*(lambda msg, k=k: self.sent[k].append(msg)
                          for k in ("path", "markers", "answer", "detections", "status")),
                        report=lambda level, message: self.sent["report"].append(
-                           (level, message)))
+                           (level, message)),
+                       stats=self.sent["stats"].append)
+
+
+def _stats_values(msg) -> dict[str, str]:
+    (status,) = msg.status
+    return {kv.key: kv.value for kv in status.values}
 
     def sources(self) -> list[tuple[str, str]]:
         """(source, reason) of every ~/output/status message sent."""
@@ -298,3 +305,40 @@ def test_detection_and_questions():
     handler.on_question("what is ahead?", _frame(5.0))
     assert rec.sent["answer"][0].data == "answer to what is ahead?"
     assert stats.counters["questions_answered"] == 1
+
+
+def test_every_planned_frame_publishes_its_stats_with_the_image_stamp():
+    """~/output/stats: what a closed-loop driver needs to tell the model's plan from a
+    failure (and the fallback Path published for it) and to price the decode (tokens,
+    forwards), stamped like the Path."""
+    calls = []
+
+    def script(obs):
+        calls.append(obs.stamp)
+        if len(calls) == 2:
+            exc = AnswerParseError("planning", "1,2,x", "not a number")
+            exc.stats = DecodeStats(tokens=30, forwards=9, denoise_forwards=8, blocks=1)
+            raise exc
+        return PlanResult(WAYPOINTS, "text", DecodeStats(tokens=80, forwards=20,
+                                                         denoise_forwards=17, blocks=3))
+
+    handler, rec, _ = _handler(ScriptedPlanner(script), _config())
+    handler.on_frame(_frame(1.5), now_s=1.5)
+    handler.on_frame(_frame(2.0), now_s=2.0)
+    ok, failed = rec.sent["stats"]
+    assert ok.header.stamp == stamp_msg(1.5) and failed.header.stamp == stamp_msg(2.0)
+    assert ok.status[0].level == DiagnosticStatus.OK
+    values = _stats_values(ok)
+    assert (values["planning.parsed"], values["planning.published"]) == ("true", "true")
+    assert (values["planning.tokens"], values["planning.forwards"],
+            values["planning.denoise_forwards"], values["planning.blocks"]) == (
+        "80", "20", "17", "3")
+    assert values["planning.failure"] == "" and values["command"] == "left"
+    assert values["planning.source"] == "model"
+    assert failed.status[0].level == DiagnosticStatus.ERROR
+    values = _stats_values(failed)
+    assert (values["planning.parsed"], values["planning.published"],
+            values["planning.source"], values["planning.failure"]) == (
+        "false", "true", "last_plan", "parse_failures")      # the fallback went out
+    assert values["planning.forwards"] == "9" and values["planning.text"] == "1,2,x"
+    assert "did not parse" in failed.status[0].message
