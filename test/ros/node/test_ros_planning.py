@@ -69,11 +69,6 @@ class Recorder:
                            (level, message)),
                        stats=self.sent["stats"].append)
 
-
-def _stats_values(msg) -> dict[str, str]:
-    (status,) = msg.status
-    return {kv.key: kv.value for kv in status.values}
-
     def sources(self) -> list[tuple[str, str]]:
         """(source, reason) of every ~/output/status message sent."""
         out = []
@@ -81,6 +76,11 @@ def _stats_values(msg) -> dict[str, str]:
             values = {kv.key: kv.value for kv in msg.status[0].values}
             out.append((values["source"], values["reason"]))
         return out
+
+
+def _stats_values(msg) -> dict[str, str]:
+    (status,) = msg.status
+    return {kv.key: kv.value for kv in status.values}
 
 
 def _config(**changes) -> params.NodeConfig:
@@ -237,6 +237,9 @@ def test_a_plan_past_the_timeout_is_replaced_by_the_fallback_at_the_deadline():
     assert published_while_planning == [1]
     assert rec.sources() == [("stop", "plan_timeouts")] and len(rec.sent["path"]) == 1
     assert stats.counters["plan_timeouts"] == 1 and len(rec.sent["markers"]) == 1
+    (late,) = rec.sent["stats"]                   # from the deadline, not the late plan
+    assert (_stats_values(late)["planning.source"], _stats_values(late)["planning.failure"]) \
+        == ("stop", "plan_timeouts")
     # The next frame in time is planned as usual.
     handler, rec, stats = _handler(ScriptedPlanner(), _config(plan_timeout_s=30.0))
     handler.on_frame(_frame(4.0), now_s=4.0)
