@@ -8,6 +8,7 @@ weights, tokenizer and processor files. Pickle weights are refused.
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import torch
@@ -39,12 +40,14 @@ class Wamdiff2Model(torch.nn.Module):
     @classmethod
     def from_preset(cls, name: str, paradigm: str = "diffusion", block_size: int = 32,
                     seed: int = 0, device: str | torch.device = "cpu",
-                    dtype: torch.dtype = torch.float32) -> "Wamdiff2Model":
-        """A randomly initialised model of a named shape (``meta`` device builds no weights)."""
+                    dtype: torch.dtype = torch.float32,
+                    max_pixels: int | None = None) -> "Wamdiff2Model":
+        """A randomly initialised model of a named shape (``meta`` device builds no weights);
+        ``max_pixels`` replaces the preset's image budget."""
         preset = get_preset(name)
         tok = toks.build_tokenizer(preset.tokenizer)
-        processor = Wamdiff2Processor(tok, ProcessorConfig(max_pixels=preset.max_pixels,
-                                                           min_pixels=preset.min_pixels))
+        processor = Wamdiff2Processor(tok, ProcessorConfig(
+            max_pixels=max_pixels or preset.max_pixels, min_pixels=preset.min_pixels))
         fields = DiffusionFields(paradigm=paradigm, block_size=1 if paradigm == "ar"
                                  else block_size, mask_token_id=processor.mask_id,
                                  eoa_token_id=processor.eoa_id, pad_token_id=processor.pad_id,
@@ -98,6 +101,12 @@ class Wamdiff2Model(torch.nn.Module):
     def with_fields(self, **kw) -> "Wamdiff2Model":
         """The same weights with changed diffusion fields (e.g. the next block size)."""
         return type(self)(self.hf, self.processor, self.fields.with_(**kw))
+
+    def with_max_pixels(self, max_pixels: int) -> "Wamdiff2Model":
+        """The same weights with another image budget (pixels after resizing)."""
+        config = dataclasses.replace(self.processor.config, max_pixels=max_pixels)
+        return type(self)(self.hf, Wamdiff2Processor(self.processor.tokenizer, config),
+                          self.fields)
 
     # ------------------------------------------------------------ forwards
     @property

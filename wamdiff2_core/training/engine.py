@@ -26,7 +26,9 @@ from wamdiff2_core.model.presets import PRESETS
 from wamdiff2_core.model.config import set_fields
 from wamdiff2_core.training import checkpoint as ckpt
 from wamdiff2_core.training.config import Recipe, RecipeError
-from wamdiff2_core.training.data import BatchMaker, GlobalOrder, load_samples, shard
+from wamdiff2_core.training.data import (
+    BatchMaker, GlobalOrder, group_keys, key_task, load_samples, shard,
+)
 from wamdiff2_core.training.distributed import DistContext, no_sync, resolve_strategy, wrap
 from wamdiff2_core.training.metrics import MetricsLog, Progress
 from wamdiff2_core.training.objectives import build_objective
@@ -37,13 +39,17 @@ hf_logging.disable_progress_bar()
 
 
 def build_student(recipe: Recipe, device: torch.device) -> Wamdiff2Model:
-    """The model a recipe starts from: a preset, or a checkpoint with the recipe's fields."""
+    """The model a recipe starts from: a preset, or a checkpoint with the recipe's fields
+    (and ``model.max_pixels``, when set, as its image budget)."""
     m = recipe.model
     bsz = 1 if m.paradigm == "ar" else m.block_size
     if m.init in PRESETS:
         return Wamdiff2Model.from_preset(m.init, paradigm=m.paradigm, block_size=bsz,
-                                         seed=m.seed, device=device)
+                                         seed=m.seed, device=device,
+                                         max_pixels=m.max_pixels or None)
     model = Wamdiff2Model.from_pretrained(m.init, device=device)
+    if m.max_pixels:
+        model = model.with_max_pixels(m.max_pixels)
     return model.with_fields(paradigm=m.paradigm, block_size=bsz)
 
 
@@ -142,11 +148,17 @@ class Trainer:
         samples = load_samples(recipe.data.path, recipe.data.split, recipe.data.tasks,
                                recipe.data.limit)
         self.batches = BatchMaker(samples, self.model.processor, self.block,
-                                  recipe.data.max_answer_tokens)
+                                  recipe.data.max_answer_tokens, t.loss_norm)
         kept = self.batches.samples
-        self.order = GlobalOrder(len(kept), t.global_batch, t.seed,
-                                 [s.task for s in kept] if recipe.data.group_by_task
-                                 else None)
+        tasks = sorted({s.task for s in kept})
+        unknown = sorted(set(recipe.data.task_weights) - set(tasks))
+        if unknown:
+            raise RecipeError(f"data.task_weights names task '{unknown[0]}' but the kept "
+                              f"records are of tasks {tasks}")
+        keys = (group_keys(kept, self.batches.answer_ids, recipe.data.length_bucket)
+                if recipe.data.group_by_task else None)
+        weights = {k: recipe.data.task_weights.get(key_task(k), 1.0) for k in set(keys or ())}
+        self.order = GlobalOrder(len(kept), t.global_batch, t.seed, keys, weights)
         self.objective = build_objective(recipe, self.model, self.teacher)
         self.model.hf.train()
         self.strategy = resolve_strategy(t.strategy, self.ctx)
@@ -282,6 +294,13 @@ class Trainer:
                  f"({self.batches.dropped} too long), {self.ctx.world} process(es) "
                  f"[{self.strategy}], accumulation {self.accum}, steps "
                  f"{self.start_step}..{r.train.steps}")
+        mix = self.order.mix()
+        if mix:
+            dropped = self.batches.dropped_by_task
+            self.log(f"[{name}] steps per task: "
+                     + ", ".join(f"{k} {v:.0%}" for k, v in mix.items())
+                     + (" (too long: " + ", ".join(f"{k} {v}" for k, v in dropped.items())
+                        + ")" if dropped else ""))
         progress = Progress(r.train.steps, self.start_step, name,
                             r.output.progress and self.ctx.is_main)
         t_last, tok_acc = time.perf_counter(), 0.0

@@ -9,7 +9,7 @@ from wamdiff2_core.diffusion.noise import SCHEDULES
 from wamdiff2_core.model.config import PARADIGMS
 from wamdiff2_core.model.presets import PRESETS
 from wamdiff2_core.training.config import (
-    OBJECTIVES, PRECISIONS, STRATEGIES, Recipe, RecipeError,
+    LOSS_NORMS, OBJECTIVES, PRECISIONS, STRATEGIES, Recipe, RecipeError,
 )
 
 OBJECTIVE_PARADIGM = {"ar": "ar", "diffusion": "diffusion", "distill": "diffusion"}
@@ -66,6 +66,18 @@ def validate(recipe: Recipe, world_size: int = 1) -> None:
     if not (data / r.data.split).is_file():
         raise RecipeError(f"data set '{data}' has no {r.data.split}")
     _check_init(r.model.init, "model.init")
+    if r.model.max_pixels < 0:
+        raise RecipeError(f"model.max_pixels must be >= 0 (0: the init's own), "
+                          f"got {r.model.max_pixels}")
+    bad = {k: w for k, w in r.data.task_weights.items() if not w > 0}
+    if bad:
+        raise RecipeError(f"data.task_weights must be > 0 (use data.tasks to leave a task "
+                          f"out), got {bad}")
+    if (r.data.task_weights or r.data.length_bucket) and not r.data.group_by_task:
+        raise RecipeError("data.task_weights and data.length_bucket need "
+                          "data.group_by_task: true")
+    if r.data.length_bucket < 0:
+        raise RecipeError(f"data.length_bucket must be >= 0, got {r.data.length_bucket}")
     # --- layout
     bsz = effective_block_size(r)
     if bsz < 1:
@@ -86,6 +98,8 @@ def validate(recipe: Recipe, world_size: int = 1) -> None:
         raise RecipeError(f"train.precision must be one of {PRECISIONS}, got '{t.precision}'")
     if t.strategy not in STRATEGIES:
         raise RecipeError(f"train.strategy must be one of {STRATEGIES}, got '{t.strategy}'")
+    if t.loss_norm not in LOSS_NORMS:
+        raise RecipeError(f"train.loss_norm must be one of {LOSS_NORMS}, got '{t.loss_norm}'")
     if t.steps < 1 or t.micro_batch < 1:
         raise RecipeError("train.steps and train.micro_batch must be >= 1")
     per_step = t.micro_batch * world_size
