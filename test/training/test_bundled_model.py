@@ -36,12 +36,42 @@ def _image(root: Path, record: dict) -> Image.Image:
 
 
 def test_bundle_is_a_small_block_32_diffusion_checkpoint():
+    """The bundle, its AR teacher and its held-out prompts stay under 30 MB together."""
     size = sum(p.stat().st_size for p in BUNDLED.rglob("*") if p.is_file())
-    assert size <= 25 * 2 ** 20, f"{size / 2 ** 20:.1f} MB"
+    assert size <= 30 * 2 ** 20, f"{size / 2 ** 20:.1f} MB"
     fields = json.loads((BUNDLED / "config.json").read_text())["wamdiff2"]
     assert fields["paradigm"] == "diffusion" and fields["block_size"] == 32
-    assert not [p for p in BUNDLED.iterdir() if p.suffix in (".bin", ".pt", ".pth", ".pkl")]
+    assert not [p for p in BUNDLED.rglob("*") if p.suffix in (".bin", ".pt", ".pth", ".pkl")]
     assert "wamdiff2 pipeline" in (BUNDLED / "README.md").read_text()
+
+
+def test_its_ar_teacher_is_shipped_beside_it(planner):
+    """`bench decode`, with no arguments, compares the bundle with this AR checkpoint: the
+    same shape and tokenizer, next-token decoding."""
+    from wamdiff2_core.decoding.cli import AR_TEACHER_SUBDIR
+    from wamdiff2_core.model.modeling import Wamdiff2Model
+
+    teacher = Wamdiff2Model.from_pretrained(BUNDLED / AR_TEACHER_SUBDIR)
+    assert teacher.fields.paradigm == "ar" and teacher.fields.block_size == 1
+    assert teacher.num_parameters() == planner.model.num_parameters()
+    assert (BUNDLED / AR_TEACHER_SUBDIR / "tokenizer.json").read_bytes() == \
+        (BUNDLED / "tokenizer.json").read_bytes()
+    assert teacher.processor.config == planner.model.processor.config
+
+
+def test_its_held_out_prompts_are_the_benchmarks_own_episodes():
+    """<bundle>/heldout holds the planning frames `bench decode` would otherwise generate
+    (seed 4242, never trained on): regenerating the first episode gives the same prompts
+    and ground truth."""
+    from wamdiff2_core.decoding.bench import data_samples, generated_samples
+    from wamdiff2_core.decoding.cli import HELDOUT_SUBDIR
+
+    shipped = data_samples(BUNDLED / HELDOUT_SUBDIR, 4)
+    fresh = generated_samples(4)
+    assert [s.prompt for s in shipped] == [s.prompt for s in fresh]
+    for a, b in zip(shipped, fresh):
+        np.testing.assert_allclose(a.truth, b.truth)
+        assert np.array_equal(np.asarray(a.images[0]), np.asarray(b.images[0]))
 
 
 def _planning_results(planner, root, records):
@@ -77,19 +107,17 @@ def test_plans_on_simulator_frames_parse_and_are_plausible(planner, frames):
         assert abs(got - want) <= 0.25 * want + 2.0, (result.text, expert.tolist())
 
 
-def test_detections_and_answers_parse(planner, frames):
-    """Detection answers are valid box lists or one AnswerParseError (the tiny model detects
-    poorly: mAP 0 on held-out frames); every QA answer is one of its question's answers."""
+def test_detections_where_the_frame_has_vehicles_and_answers_in_their_sets(planner, frames):
+    """Every detection answer parses, and holds at least one box on every frame that shows
+    a vehicle; every QA answer is one of its question's answers."""
     from wamdiff2_core.evaluation.qa import in_answer_set
-    from wamdiff2_core.tasks import AnswerParseError
 
     root, records = frames
-    det = next(r for r in records if r["task"] == "detection")
-    try:
-        result = planner.detect([_image(root, det)])
+    for det in (r for r in records if r["task"] == "detection"):
+        result = planner.detect([_image(root, det)])        # raises on a malformed answer
         assert all(d.label for d in result.detections)
-    except AnswerParseError as exc:
-        assert exc.raw_text is not None
+        if det["meta"]["boxes"]:
+            assert result.detections, (det["id"], result.text)
     qa = [r for r in records if r["task"] == "qa"]
     for record in qa:
         answer = planner.answer([_image(root, record)], record["meta"]["question"])
