@@ -68,8 +68,8 @@ setup(
     },
     entry_points={
         "console_scripts": [
-            "wamdiff2 = wamdiff2_core.cli:main",
-            "planner_node = wamdiff2_ros.planner_node:main",
+            "wamdiff2 = wamdiff2_core.apps.cli:main",
+            "planner_node = wamdiff2_ros.node.planner_node:main",
         ],
     },
 )

@@ -1,9 +1,14 @@
-"""Shared pytest set-up: slow and GPU tests are skipped with a reason, never silently."""
+"""Shared pytest set-up: slow and GPU tests are skipped with a reason, never silently; the
+helper modules in test/helpers (fixtures data, ROS harness) import from any test folder."""
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "helpers"))
 
 
 def _has_cuda() -> bool:
@@ -31,3 +36,46 @@ def pytest_collection_modifyitems(config, items):
 # milliseconds whenever another process (a node under test, a subprocess) is busy, which made
 # whole test files ten times slower. Subprocesses inherit the variable.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+@pytest.fixture
+def data_dir(tmp_path):
+    """A tiny generated-format data set: 2 planning, 2 detection, 2 QA records."""
+    from eval_data import write_data_dir
+
+    return write_data_dir(tmp_path / "data")
+
+
+# ------------------------------------------------------------ tiny models and inputs
+@pytest.fixture(scope="session")
+def tiny_diffusion():
+    """An untrained tiny block-diffusion model (block 4)."""
+    from wamdiff2_core.model.modeling import Wamdiff2Model
+
+    return Wamdiff2Model.from_preset("tiny", paradigm="diffusion", block_size=4, seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_ar():
+    """An untrained tiny next-token model."""
+    from wamdiff2_core.model.modeling import Wamdiff2Model
+
+    return Wamdiff2Model.from_preset("tiny", paradigm="ar", seed=1)
+
+
+@pytest.fixture(scope="session")
+def camera_images():
+    import numpy as np
+
+    rng = np.random.RandomState(0)
+    return [(rng.rand(96, 160, 3) * 255).astype(np.uint8) for _ in range(4)]
+
+
+@pytest.fixture(scope="session")
+def prompts():
+    from wamdiff2_core import tasks
+
+    return [tasks.planning_prompt("left", (10.0, 0.2), (0.5, 0.0)),
+            tasks.qa_prompt("Is the left lane free?"),
+            tasks.detection_prompt(),
+            tasks.planning_prompt("straight", (3.0, 0.0), (-1.0, 0.1))]

@@ -4,8 +4,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from wamdiff2_core import planner as planner_mod
 from wamdiff2_core import tasks
+from wamdiff2_core.decoding import backends
 from wamdiff2_core.decoding.config import DecodeConfig
 from wamdiff2_core.model.modeling import Wamdiff2Model
 from wamdiff2_core.planner import Observation, Planner
@@ -16,14 +16,14 @@ SEEN: list[DecodeConfig] = []
 @pytest.fixture(scope="module")
 def recording_backend():
     """The fast decoder, registered under another name, noting the settings of each call."""
-    fast = planner_mod.DECODER_BACKENDS["fast"]
+    fast = backends.DECODER_BACKENDS["fast"]
 
     def record(model, batch, cfg):
         SEEN.append(cfg)
         return fast(model, batch, cfg)
-    planner_mod.DECODER_BACKENDS["recording"] = record
-    yield "recording"
-    del planner_mod.DECODER_BACKENDS["recording"]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(backends.DECODER_BACKENDS, "recording", record)
+        yield "recording"
 
 
 def test_plan_decode_applies_to_planning_answers_only(recording_backend):

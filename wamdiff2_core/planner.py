@@ -6,70 +6,31 @@ so callers decide on the fallback.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 import torch
 
 from wamdiff2_core import tasks
+from wamdiff2_core.decoding.backends import get_decoder
 from wamdiff2_core.decoding.config import DEFAULT_BACKEND, DecodeConfig, DecodeStats
-from wamdiff2_core.decoding.reference import DecodeOutput, decode as reference_decode
 from wamdiff2_core.model.modeling import CheckpointError, Wamdiff2Model
-from wamdiff2_core.model.presets import PRESETS
+from wamdiff2_core.model.presets import PRESETS, is_preset
 from wamdiff2_core.model.processor import to_pil
+from wamdiff2_core.types import (BUNDLED, AnswerResult, DetectResult, Observation, PlanResult,
+                                 bundled_checkpoint_path)
 
-BUNDLED = Path(__file__).resolve().parent / "assets" / "default_model"
+__all__ = ["AnswerResult", "DetectResult", "Observation", "PlanResult", "Planner",
+           "bundled_checkpoint_path", "load_model", "resolve_dtype"]
+
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
           "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
 
 #: The least answer budget of a detection answer: 10 boxes of the bundled tokenizer (~32
 #: tokens each; the simulator's frames show up to 9 boxes), while plans need ~90 tokens.
 DETECTION_MAX_NEW_TOKENS = 320
-
-Decoder = Callable[[Wamdiff2Model, dict, DecodeConfig], DecodeOutput]
-# Decoding backends by name; the fast decoder registers itself as "fast".
-DECODER_BACKENDS: dict[str, Decoder] = {"reference": reference_decode}
-DECODER_BACKENDS["fast"] = lambda *a: __import__(  # lazy: imported on first use
-    "wamdiff2_core.decoding.fast").decoding.fast.decode(*a)
-
-
-def bundled_checkpoint_path() -> Path | None:
-    """The trained default model shipped in the package, or None if this checkout has none."""
-    return BUNDLED if (BUNDLED / "config.json").exists() else None
-
-
-@dataclass
-class Observation:
-    """One planning input. Images: PIL images or (H, W, 3) uint8 RGB arrays. Velocity and
-    acceleration in the ego frame (x forward, y left), m/s and m/s^2."""
-    images: list
-    command: str = "straight"
-    velocity: tuple[float, float] = (0.0, 0.0)
-    acceleration: tuple[float, float] = (0.0, 0.0)
-    position: tuple[float, float] = (0.0, 0.0)
-    stamp: object = None
-
-
-@dataclass
-class PlanResult:
-    waypoints: np.ndarray            # (8, 2) metres, ego frame, t = 0.5 .. 4.0 s
-    text: str
-    stats: DecodeStats = field(default_factory=DecodeStats)
-
-
-@dataclass
-class DetectResult:
-    detections: list
-    text: str
-    stats: DecodeStats = field(default_factory=DecodeStats)
-
-
-@dataclass
-class AnswerResult:
-    text: str
-    stats: DecodeStats = field(default_factory=DecodeStats)
 
 
 def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
@@ -91,13 +52,13 @@ def load_model(path_or_preset: str | Path | None, device: str = "cpu",
             raise CheckpointError("this checkout has no bundled model "
                                   f"({BUNDLED} is missing); pass a checkpoint or a preset")
     name = str(path_or_preset)
-    if Path(name).is_dir() or name not in PRESETS:
-        if not Path(name).exists() and "/" not in name and "\\" not in name:
-            raise CheckpointError(f"{name!r} is neither a checkpoint directory nor a preset "
-                                  f"(presets: {', '.join(sorted(PRESETS))})")
-        return Wamdiff2Model.from_pretrained(name, device=device, dtype=dt)
-    return Wamdiff2Model.from_preset(name, seed=seed, device=device,
-                                     dtype=dt or torch.float32)
+    if is_preset(name):
+        return Wamdiff2Model.from_preset(name, seed=seed, device=device,
+                                         dtype=dt or torch.float32)
+    if not Path(name).exists() and "/" not in name and "\\" not in name:
+        raise CheckpointError(f"{name!r} is neither a checkpoint directory nor a preset "
+                              f"(presets: {', '.join(sorted(PRESETS))})")
+    return Wamdiff2Model.from_pretrained(name, device=device, dtype=dt)
 
 
 _KEEP = object()
@@ -112,9 +73,7 @@ class Planner:
 
     def __init__(self, model: Wamdiff2Model, decode: DecodeConfig = DecodeConfig(),
                  backend: str = DEFAULT_BACKEND, plan_decode: DecodeConfig | None = None):
-        if backend not in DECODER_BACKENDS:
-            raise ValueError(f"unknown decoder backend {backend!r}; "
-                             f"known: {', '.join(sorted(DECODER_BACKENDS))}")
+        self.decoder = get_decoder(backend)          # ValueError naming the known ones
         self.model = model
         self.decode = decode
         self.backend = backend
@@ -147,7 +106,7 @@ class Planner:
         """Raw answer texts for a batch of prompts (one image list per prompt), decoded with
         ``decode`` (default: the planner's ``decode``)."""
         batch = self.model.processor.encode_prompts(list(prompts), [list(i) for i in images])
-        out = DECODER_BACKENDS[self.backend](self.model, batch, decode or self.decode)
+        out = self.decoder(self.model, batch, decode or self.decode)
         texts = [self.model.processor.decode_answer(s) for s in out.sequences]
         return texts, out.stats
 

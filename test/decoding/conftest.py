@@ -1,33 +1,7 @@
-import numpy as np
+"""Decoding tests run torch on one thread (the shared tiny models and prompts are in
+test/conftest.py)."""
 import pytest
 import torch
-
-from wamdiff2_core import tasks
-from wamdiff2_core.model.modeling import Wamdiff2Model
-
-
-@pytest.fixture(scope="session")
-def tiny_diffusion():
-    return Wamdiff2Model.from_preset("tiny", paradigm="diffusion", block_size=4, seed=0)
-
-
-@pytest.fixture(scope="session")
-def tiny_ar():
-    return Wamdiff2Model.from_preset("tiny", paradigm="ar", seed=1)
-
-
-@pytest.fixture(scope="session")
-def camera_images():
-    rng = np.random.RandomState(0)
-    return [(rng.rand(96, 160, 3) * 255).astype(np.uint8) for _ in range(4)]
-
-
-@pytest.fixture(scope="session")
-def prompts():
-    return [tasks.planning_prompt("left", (10.0, 0.2), (0.5, 0.0)),
-            tasks.qa_prompt("Is the left lane free?"),
-            tasks.detection_prompt(),
-            tasks.planning_prompt("straight", (3.0, 0.0), (-1.0, 0.1))]
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from wamdiff2_core.cli import main
+from wamdiff2_core.apps.cli import main
 from wamdiff2_core.decoding.attention import FlashInferAttention, SdpaAttention
 from wamdiff2_core.decoding.config import COMMIT_RULES, DecodeConfig
 from wamdiff2_core.decoding.fast import fast_decode
@@ -92,13 +92,11 @@ def hd128_model():
     text = dict(tiny.text, hidden_size=256, num_attention_heads=2, num_key_value_heads=1,
                 head_dim=128, rope_parameters=presets._mrope(128))
     vision = dict(tiny.vision, out_hidden_size=256)
-    presets.PRESETS["tiny-hd128"] = presets.Preset("tiny-hd128", "tiny-bpe", text, vision,
-                                                   tiny.max_pixels)
-    try:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(presets.PRESETS, "tiny-hd128",
+                   presets.Preset("tiny-hd128", "tiny-bpe", text, vision, tiny.max_pixels))
         return Wamdiff2Model.from_preset("tiny-hd128", block_size=32, device="cuda",
                                          dtype=torch.bfloat16)
-    finally:
-        del presets.PRESETS["tiny-hd128"]
 
 
 def test_flashinfer_graphs_replay_equals_flashinfer_eager(hd128_model, camera_images, prompts):

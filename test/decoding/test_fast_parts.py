@@ -5,11 +5,11 @@ import torch
 
 from wamdiff2_core.decoding.attention import SdpaAttention, resolve_attention
 from wamdiff2_core.decoding.graphs import resolve_mode
-from wamdiff2_core.decoding.prompt import prepare_prompt
 from wamdiff2_core.decoding.runner import FastConfig, FastRunner
 from wamdiff2_core.decoding.static_cache import StaticKVCache
 from wamdiff2_core.model import masks
 from wamdiff2_core.model.modeling import new_cache
+from wamdiff2_core.model.prompt import prepare_prompt
 
 
 def test_load_prefill_packs_rows_and_write_hits_slots():

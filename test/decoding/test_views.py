@@ -3,10 +3,10 @@ import pytest
 import torch
 
 from wamdiff2_core.decoding.config import COMMIT_RULES, DecodeConfig
-from wamdiff2_core.decoding.prompt import prepare_prompt
 from wamdiff2_core.decoding.reference import _Context, ar_decode, diffusion_decode
 from wamdiff2_core.diffusion.layout import ar_inputs, diffusion_inputs
 from wamdiff2_core.model import masks
+from wamdiff2_core.model.prompt import prepare_prompt
 
 
 @pytest.mark.parametrize("bs", [1, 4, 32])
@@ -20,7 +20,8 @@ def test_training_view_equals_cached_block_decode(tiny_diffusion, camera_images,
     xt = torch.where(torch.rand(2, a, generator=g) < 0.5, model.fields.mask_token_id, x0)
     with torch.no_grad():
         inputs = diffusion_inputs(model, batch, x0, xt, bs)
-        train_logits = model.forward_logits(**inputs.forward_kwargs())
+        train_logits = model.forward_logits(inputs.input_ids, inputs.mask, inputs.positions,
+                                            **inputs.vision)
         prompt = prepare_prompt(model, batch, bs)
         ctx = _Context(model, prompt, use_cache=True)
         for b in range(n_blocks):
@@ -40,7 +41,8 @@ def test_ar_training_view_equals_cached_decode(tiny_ar, camera_images, prompts):
     answer = torch.randint(10, 600, (2, 6), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         inputs = ar_inputs(model, batch, answer)
-        full = model.forward_logits(**inputs.forward_kwargs())
+        full = model.forward_logits(inputs.input_ids, inputs.mask, inputs.positions,
+                                    **inputs.vision)
         prompt = prepare_prompt(model, batch, 1)
         ctx = _Context(model, prompt, use_cache=True)
         torch.testing.assert_close(ctx.last_logits, full[:, inputs.prompt_len - 1:][:, :1],

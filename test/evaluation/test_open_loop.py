@@ -3,13 +3,12 @@ import json
 
 import numpy as np
 import pytest
+from eval_data import make_records, straight
 
 from wamdiff2_core.evaluation.open_loop import OpenLoopReport, evaluate_open_loop
+from wamdiff2_core.evaluation.open_loop_report import format_summary, write_report
 from wamdiff2_core.evaluation.predictors import ground_truth_predictor
-from wamdiff2_core.evaluation.report import write_report
 from wamdiff2_core.tasks import format_waypoints, record_prompt_and_answer
-
-from eval_data import make_records, straight
 
 
 def _run(data_dir, predict) -> OpenLoopReport:
@@ -86,7 +85,7 @@ def test_report_is_json_and_names_its_conventions(data_dir):
                 "l2_per_waypoint", "collision_rate"):
         assert key in data["planning"]
     assert {"map", "ap50"} <= set(data["detection"]) and "accuracy" in data["qa"]
-    text = report.summary()
+    text = format_summary(report)
     assert "mAP@[.5:.95] 1.000" in text and "exact-match accuracy 100.0%" in text
 
 
@@ -96,7 +95,7 @@ def test_no_records_gives_undefined_metrics(data_dir):
     assert report.tasks["planning"]["l2_at_1s"] is None
     assert report.parse_failure_rate == {"planning": None, "detection": None, "qa": None}
     json.dumps(report.to_dict())
-    assert "0 records" in report.summary()
+    assert "0 records" in format_summary(report)
 
 
 def test_write_report_writes_json_text_and_pngs(data_dir, tmp_path):

@@ -17,7 +17,7 @@ def _logits(model):
     img = (np.random.RandomState(1).rand(72, 128, 3) * 255).astype(np.uint8)
     batch = model.processor.encode_prompts([tasks.planning_prompt("right", (5, 0), (0, 0))],
                                            [[img]])
-    from wamdiff2_core.decoding.prompt import prepare_prompt
+    from wamdiff2_core.model.prompt import prepare_prompt
     p = prepare_prompt(model, batch, model.fields.block_size)
     with torch.no_grad():
         return model.forward_logits(p.input_ids, p.prefill_mask(), p.positions, **p.vision)

@@ -1,9 +1,9 @@
 """`--planner checkpoint:...` drives through the real Planner (tiny preset, CPU)."""
 from __future__ import annotations
 
+from wamdiff2_core.evaluation.closed_loop_report import build_report
 from wamdiff2_core.sim.closed_loop import ClosedLoopConfig, run_closed_loop
 from wamdiff2_core.sim.planners import make_planner
-from wamdiff2_core.sim.report import build_report
 
 
 def test_checkpoint_planner_runs_and_failures_are_handled():

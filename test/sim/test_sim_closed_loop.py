@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from wamdiff2_core.evaluation.closed_loop_report import build_report, format_text
 from wamdiff2_core.sim.closed_loop import ClosedLoopConfig, run_closed_loop
 from wamdiff2_core.sim.planners import make_planner
-from wamdiff2_core.sim.report import build_report, format_text
 from wamdiff2_core.tasks import AnswerParseError
 
 # three short episodes, one per scenario family

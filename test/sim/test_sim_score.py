@@ -6,9 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from wamdiff2_core.evaluation.closed_loop import (EpisodeLog, ScoreConfig, comfort_ok, pdms,
-                                                  savgol, score_episode, summarize,
-                                                  ttc_violation)
+from wamdiff2_core.evaluation.pdms import (EpisodeLog, ScoreConfig, comfort_ok, pdms, savgol,
+                                           score_episode, summarize, ttc_violation)
 
 DT = 0.1
 

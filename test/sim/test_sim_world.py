@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
+from wamdiff2_core.geometry import ego_to_map, map_to_ego, wrap_angle
 from wamdiff2_core.sim.expert import derive_command
-from wamdiff2_core.sim.frames import ego_to_map, map_to_ego, wrap_angle
 from wamdiff2_core.sim.scenarios import SCENARIOS, parse_scenarios
 from wamdiff2_core.sim.world import CONTROL_DT, World
 

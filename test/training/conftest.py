@@ -1,11 +1,7 @@
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from toy_data import write_toy_data  # noqa: E402
+from toy_data import write_toy_data
 
 
 @pytest.fixture(scope="session")

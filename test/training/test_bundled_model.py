@@ -126,7 +126,7 @@ def test_detections_where_the_frame_has_vehicles_and_answers_in_their_sets(plann
 
 def test_plan_cli_uses_the_bundle(planner, frames, capsys):
     """`wamdiff2 plan` with no checkpoint gives the bundled planner's waypoints."""
-    from wamdiff2_core.cli import main
+    from wamdiff2_core.apps.cli import main
 
     root, records = frames
     record, result = next((r, p) for r, p in _planning_results(planner, root, records)

@@ -1,7 +1,7 @@
 """`wamdiff2 pipeline`: stages chained through their outputs, resumable, final model copied."""
 import pytest
 
-from wamdiff2_core.cli import main
+from wamdiff2_core.apps.cli import main
 from wamdiff2_core.model.modeling import Wamdiff2Model
 from wamdiff2_core.training.config import RecipeError, find_recipe, load_recipe
 from wamdiff2_core.training.pipeline import load_plan, run_pipeline

@@ -5,12 +5,12 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from wamdiff2_core.cli import main
-from wamdiff2_core.training.config import (
-    RecipeError, build_recipe, find_recipe, load_recipe, recipe_dir,
-)
-from wamdiff2_core.training.validate import validate
 from conftest import tiny_overrides
+
+from wamdiff2_core.apps.cli import main
+from wamdiff2_core.training.config import (RecipeError, build_recipe, find_recipe, load_recipe,
+                                           recipe_dir)
+from wamdiff2_core.training.validate import validate
 
 SHIPPED = ["stage0_ar.yaml", "block4.yaml", "block8.yaml", "block16.yaml", "block32.yaml",
            "ar_to_block32.yaml", "distill_block.yaml", "distill_cross.yaml",

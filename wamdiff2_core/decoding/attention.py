@@ -37,7 +37,6 @@ def flashinfer_available(device: torch.device | str) -> bool:
 
 class SdpaAttention:
     """Scaled dot-product attention with a key-validity mask (any device)."""
-    name = "sdpa"
 
     def __init__(self, num_q_heads: int, num_kv_heads: int, head_dim: int, scale: float,
                  trim: bool = False, **_):
@@ -85,7 +84,6 @@ class FlashInferAttention:
     With ``use_cuda_graph`` the wrapper's index buffers are preallocated so a captured run
     stays valid across plans of the same batch size.
     """
-    name = "flashinfer"
 
     def __init__(self, num_q_heads: int, num_kv_heads: int, head_dim: int, scale: float,
                  batch: int, qo_len: int, max_len: int, dtype: torch.dtype,

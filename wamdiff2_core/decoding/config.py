@@ -1,13 +1,17 @@
 """Decoding knobs and per-call statistics."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 
+#: The commit rules' names: the one list. ``remasking.COMMIT_RULE_FNS`` holds the function of
+#: each (it checks at import that it has exactly these), commands and node parameters offer
+#: these choices.
 COMMIT_RULES = ("low_confidence_dynamic", "low_confidence_static", "low_confidence_budget",
                 "low_confidence_leftmost", "sequential")
-#: The decoder backend used unless one is named: the fast decoder gives the reference
-#: decoder's tokens (tested token for token) in less time (CPU: eager with a static cache;
-#: GPU: CUDA graphs). "reference" stays available by name (``planner.DECODER_BACKENDS``).
+#: The decoder backends' names (``decoding.backends.DECODER_BACKENDS`` maps each to its
+#: decoder). The default, "fast", gives the reference decoder's tokens (tested token for
+#: token) in less time (CPU: eager with a static cache; GPU: CUDA graphs).
+BACKENDS = ("fast", "reference")
 DEFAULT_BACKEND = "fast"
 
 
@@ -38,14 +42,6 @@ class DecodeConfig:
         if self.max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
 
-    @classmethod
-    def from_dict(cls, d: dict) -> "DecodeConfig":
-        """Build from a mapping; unknown keys are an error naming the key."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(f"unknown decode option(s): {', '.join(unknown)}")
-        return cls(**d)
 
     def to_dict(self) -> dict:
         return asdict(self)

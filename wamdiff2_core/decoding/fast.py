@@ -32,13 +32,13 @@ import torch
 from wamdiff2_core.decoding.config import DecodeConfig, DecodeStats
 from wamdiff2_core.decoding.fast_ar import fast_ar_decode
 from wamdiff2_core.decoding.graphs import STEP_MODES
-from wamdiff2_core.decoding.prompt import prepare_prompt
 from wamdiff2_core.decoding.reference import DecodeOutput, finish_rows
 from wamdiff2_core.decoding.remasking import commit_mask, transfer_schedule
 from wamdiff2_core.decoding.runner import FastConfig, FastRunner, runner_for, sync
 from wamdiff2_core.decoding.sampling import choose_tokens
 from wamdiff2_core.decoding.static_model import Prefix
 from wamdiff2_core.model.modeling import Wamdiff2Model
+from wamdiff2_core.model.prompt import prepare_prompt
 
 
 class DiffusionState:
@@ -135,88 +135,80 @@ def fast_diffusion_decode(model: Wamdiff2Model, batch: dict,
     """Block-diffusion decode of an encoded prompt batch; same tokens as the reference."""
     runner = runner_for(model, fast)
     with runner.lock, runner.no_autograd():
-        return _diffusion_decode(runner, model, batch, cfg)
+        k = cfg.block_size or model.fields.block_size
+        schedule = transfer_schedule(k, cfg.steps_per_block or k)
+        eoa = model.fields.eoa_token_id
+        n_blocks = -(-cfg.max_new_tokens // k)
+        gen = torch.Generator(device=model.device).manual_seed(cfg.seed)
+        rows = batch["input_ids"].shape[0]
+        stats = DecodeStats(batch=rows)
+        bb = runner.bucket(rows)
+        greedy = cfg.temperature == 0
+        needed = batch["input_ids"].shape[1] + n_blocks * k
+        fuse = runner.fuse_commit
+        st: DiffusionState = runner.state(
+            ("diffusion", bb, k, cfg.commit_rule, greedy, fuse), needed,
+            lambda length: DiffusionState(runner, bb, k, cfg.commit_rule, greedy, length, fuse))
 
+        t0 = time.perf_counter()
+        prompt = prepare_prompt(model, batch, k)
+        dyn, _, lengths = runner.prefill(prompt)
+        st.cache.load_prefill(dyn, lengths)
+        base = runner.row_lengths(lengths, bb)                                     # (Bb,)
+        cos_all, sin_all = runner.rope_rows(prompt, bb, n_blocks * k)             # (Bb, N, D)
+        st.sched[:len(schedule)] = torch.tensor(schedule)
+        st.n_steps.fill_(len(schedule))
+        st.threshold.fill_(cfg.threshold)
+        finished = torch.arange(bb, device=runner.device) >= rows                 # padding: done
+        out = torch.full((bb, n_blocks * k), eoa, dtype=torch.long, device=runner.device)
+        arange_k = torch.arange(k, device=runner.device)
+        sync(runner.device)
+        stats.prefill_ms = (time.perf_counter() - t0) * 1e3
 
-def _diffusion_decode(runner: FastRunner, model: Wamdiff2Model, batch: dict,
-                      cfg: DecodeConfig) -> DecodeOutput:
-    """The decode itself; the caller holds ``runner.lock``."""
-    k = cfg.block_size or model.fields.block_size
-    schedule = transfer_schedule(k, cfg.steps_per_block or k)
-    eoa = model.fields.eoa_token_id
-    n_blocks = -(-cfg.max_new_tokens // k)
-    gen = torch.Generator(device=model.device).manual_seed(cfg.seed)
-    rows = batch["input_ids"].shape[0]
-    stats = DecodeStats(batch=rows)
-    bb = runner.bucket(rows)
-    greedy = cfg.temperature == 0
-    needed = batch["input_ids"].shape[1] + n_blocks * k
-    fuse = runner.fuse_commit
-    st: DiffusionState = runner.state(
-        ("diffusion", bb, k, cfg.commit_rule, greedy, fuse), needed,
-        lambda length: DiffusionState(runner, bb, k, cfg.commit_rule, greedy, length, fuse))
-
-    t0 = time.perf_counter()
-    prompt = prepare_prompt(model, batch, k)
-    dyn, _, lengths = runner.prefill(prompt)
-    st.cache.load_prefill(dyn, lengths)
-    base = runner.row_lengths(lengths, bb)                                     # (Bb,)
-    cos_all, sin_all = runner.rope_rows(prompt, bb, n_blocks * k)             # (Bb, N, D)
-    st.sched[:len(schedule)] = torch.tensor(schedule)
-    st.n_steps.fill_(len(schedule))
-    st.threshold.fill_(cfg.threshold)
-    finished = torch.arange(bb, device=runner.device) >= rows                 # padding: done
-    out = torch.full((bb, n_blocks * k), eoa, dtype=torch.long, device=runner.device)
-    arange_k = torch.arange(k, device=runner.device)
-    sync(runner.device)
-    stats.prefill_ms = (time.perf_counter() - t0) * 1e3
-
-    t0 = time.perf_counter()
-    lens: list[int] = []
-    for b in range(n_blocks):
-        off = b * k
-        fused = st.fuse and b > 0                    # this block's first step commits b - 1
-        if fused:
-            st.shift()
-            st.attn_prev.plan(lens)
-        st.x.copy_(torch.where(finished.unsqueeze(-1), eoa, st.mask_id).expand(-1, k))
-        st.cos.copy_(cos_all[:, off:off + k])
-        st.sin.copy_(sin_all[:, off:off + k])
-        st.slots.copy_(base.unsqueeze(-1) + off + arange_k)
-        st.kv_len.copy_(base + off + k)
-        st.step.zero_()
-        lens = [n + off + k for n in lengths] + [off + k] * (bb - rows)
-        st.attn.plan(lens)
-        done_steps = 0
-        while done_steps < len(schedule):
-            for _ in range(min(runner.sync_every, len(schedule) - done_steps)):
-                st.run_step(cfg.temperature, gen, rows, first=fused and done_steps == 0)
-                done_steps += 1
-            if not bool(st.pending):                     # the done-check: every sync_every
+        t0 = time.perf_counter()
+        lens: list[int] = []
+        for b in range(n_blocks):
+            off = b * k
+            fused = st.fuse and b > 0                    # this block's first step commits b - 1
+            if fused:
+                st.shift()
+                st.attn_prev.plan(lens)
+            st.x.copy_(torch.where(finished.unsqueeze(-1), eoa, st.mask_id).expand(-1, k))
+            st.cos.copy_(cos_all[:, off:off + k])
+            st.sin.copy_(sin_all[:, off:off + k])
+            st.slots.copy_(base.unsqueeze(-1) + off + arange_k)
+            st.kv_len.copy_(base + off + k)
+            st.step.zero_()
+            lens = [n + off + k for n in lengths] + [off + k] * (bb - rows)
+            st.attn.plan(lens)
+            done_steps = 0
+            while done_steps < len(schedule):
+                for _ in range(min(runner.sync_every, len(schedule) - done_steps)):
+                    st.run_step(cfg.temperature, gen, rows, first=fused and done_steps == 0)
+                    done_steps += 1
+                if not bool(st.pending):                     # the done-check: every sync_every
+                    break
+            stats.denoise_forwards += done_steps
+            out[:, off:off + k] = st.x
+            stats.blocks += 1
+            finished |= (st.x == eoa).any(-1)
+            if bool(finished.all()) or b == n_blocks - 1:
                 break
-        stats.denoise_forwards += done_steps
-        out[:, off:off + k] = st.x
-        stats.blocks += 1
-        finished |= (st.x == eoa).any(-1)
-        if bool(finished.all()) or b == n_blocks - 1:
-            break
-        if not st.fuse:
-            st.commit()
-            stats.forwards += 1
-    stats.forwards += stats.denoise_forwards
-    sync(runner.device)
-    stats.decode_ms = (time.perf_counter() - t0) * 1e3
-    return finish_rows(out[:rows, :stats.blocks * k][:, :cfg.max_new_tokens], eoa, stats)
+            if not st.fuse:
+                st.commit()
+                stats.forwards += 1
+        stats.forwards += stats.denoise_forwards
+        sync(runner.device)
+        stats.decode_ms = (time.perf_counter() - t0) * 1e3
+        return finish_rows(out[:rows, :stats.blocks * k][:, :cfg.max_new_tokens], eoa, stats)
+
+
+FAST_DECODERS = {"diffusion": fast_diffusion_decode, "ar": fast_ar_decode}
 
 
 def fast_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = DecodeConfig(),
                 fast: FastConfig = FastConfig()) -> DecodeOutput:
-    """Decode with the paradigm the checkpoint was trained for, on the fast path."""
-    fn = fast_ar_decode if model.fields.paradigm == "ar" else fast_diffusion_decode
-    return fn(model, batch, cfg, fast)
+    """Decode with the paradigm the checkpoint was trained for, on the fast path (the
+    planner's "fast" backend: ``decoding.backends``)."""
+    return FAST_DECODERS[model.fields.paradigm](model, batch, cfg, fast)
 
-
-def decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = DecodeConfig()
-           ) -> DecodeOutput:
-    """The planner's "fast" backend: ``fast_decode`` with the default FastConfig."""
-    return fast_decode(model, batch, cfg)

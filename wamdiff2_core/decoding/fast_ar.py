@@ -16,11 +16,11 @@ import torch
 
 from wamdiff2_core.decoding.config import DecodeConfig, DecodeStats
 from wamdiff2_core.decoding.graphs import STEP_MODES
-from wamdiff2_core.decoding.prompt import prepare_prompt
 from wamdiff2_core.decoding.reference import DecodeOutput, finish_rows
 from wamdiff2_core.decoding.runner import FastConfig, FastRunner, runner_for, sync
 from wamdiff2_core.decoding.sampling import choose_tokens
 from wamdiff2_core.model.modeling import Wamdiff2Model
+from wamdiff2_core.model.prompt import prepare_prompt
 
 
 class ARState:
@@ -78,48 +78,42 @@ def fast_ar_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = Decode
     """Token-by-token decode of a next-token model; same tokens as the reference."""
     runner = runner_for(model, fast)
     with runner.lock, runner.no_autograd():
-        return _ar_decode(runner, model, batch, cfg)
+        mask_id, eoa = model.fields.mask_token_id, model.fields.eoa_token_id
+        gen = torch.Generator(device=model.device).manual_seed(cfg.seed)
+        rows = batch["input_ids"].shape[0]
+        stats = DecodeStats(batch=rows)
+        bb = runner.bucket(rows)
+        greedy = cfg.temperature == 0
+        n = cfg.max_new_tokens
+        st: ARState = runner.state(("ar", bb, greedy), batch["input_ids"].shape[1] + n,
+                                   lambda length: ARState(runner, bb, greedy, length))
 
+        t0 = time.perf_counter()
+        prompt = prepare_prompt(model, batch, 1)
+        dyn, last_logits, lengths = runner.prefill(prompt)
+        tok, _ = choose_tokens(last_logits, mask_id, cfg.temperature, gen)         # (B, 1)
+        st.cache.load_prefill(dyn, lengths)
+        st.base.copy_(runner.row_lengths(lengths, bb))
+        cos, sin = runner.rope_rows(prompt, bb, n)                                 # (Bb, N, D)
+        st.cos[:, :n] = cos
+        st.sin[:, :n] = sin
+        st.tok.fill_(eoa)
+        st.tok[:rows] = tok
+        st.out.fill_(eoa)
+        st.out[:rows, :1] = tok
+        st.done.copy_(st.tok[:, 0] == eoa)       # padding rows hold eoa: done from the start
+        st.c.zero_()
+        sync(runner.device)
+        stats.prefill_ms = (time.perf_counter() - t0) * 1e3
 
-def _ar_decode(runner: FastRunner, model: Wamdiff2Model, batch: dict,
-               cfg: DecodeConfig) -> DecodeOutput:
-    """The decode itself; the caller holds ``runner.lock``."""
-    mask_id, eoa = model.fields.mask_token_id, model.fields.eoa_token_id
-    gen = torch.Generator(device=model.device).manual_seed(cfg.seed)
-    rows = batch["input_ids"].shape[0]
-    stats = DecodeStats(batch=rows)
-    bb = runner.bucket(rows)
-    greedy = cfg.temperature == 0
-    n = cfg.max_new_tokens
-    st: ARState = runner.state(("ar", bb, greedy), batch["input_ids"].shape[1] + n,
-                               lambda length: ARState(runner, bb, greedy, length))
-
-    t0 = time.perf_counter()
-    prompt = prepare_prompt(model, batch, 1)
-    dyn, last_logits, lengths = runner.prefill(prompt)
-    tok, _ = choose_tokens(last_logits, mask_id, cfg.temperature, gen)         # (B, 1)
-    st.cache.load_prefill(dyn, lengths)
-    st.base.copy_(runner.row_lengths(lengths, bb))
-    cos, sin = runner.rope_rows(prompt, bb, n)                                 # (Bb, N, D)
-    st.cos[:, :n] = cos
-    st.sin[:, :n] = sin
-    st.tok.fill_(eoa)
-    st.tok[:rows] = tok
-    st.out.fill_(eoa)
-    st.out[:rows, :1] = tok
-    st.done.copy_(st.tok[:, 0] == eoa)       # padding rows hold eoa: done from the start
-    st.c.zero_()
-    sync(runner.device)
-    stats.prefill_ms = (time.perf_counter() - t0) * 1e3
-
-    t0 = time.perf_counter()
-    for j in range(1, n):
-        if (j - 1) % runner.sync_every == 0 and bool(st.done.all()):   # the done-check
-            break
-        st.attn.plan([m + j for m in lengths] + [j] * (bb - rows))
-        st.run_step(cfg.temperature, gen, rows)
-        stats.forwards += 1
-    stats.blocks = stats.forwards + 1
-    sync(runner.device)
-    stats.decode_ms = (time.perf_counter() - t0) * 1e3
-    return finish_rows(st.out[:rows, :stats.blocks], eoa, stats)
+        t0 = time.perf_counter()
+        for j in range(1, n):
+            if (j - 1) % runner.sync_every == 0 and bool(st.done.all()):   # the done-check
+                break
+            st.attn.plan([m + j for m in lengths] + [j] * (bb - rows))
+            st.run_step(cfg.temperature, gen, rows)
+            stats.forwards += 1
+        stats.blocks = stats.forwards + 1
+        sync(runner.device)
+        stats.decode_ms = (time.perf_counter() - t0) * 1e3
+        return finish_rows(st.out[:rows, :stats.blocks], eoa, stats)

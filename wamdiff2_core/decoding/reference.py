@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 import torch
 
 from wamdiff2_core.decoding.config import DecodeConfig, DecodeStats
-from wamdiff2_core.decoding.prompt import Prompt, prepare_prompt
 from wamdiff2_core.decoding.remasking import commit_mask, transfer_schedule
 from wamdiff2_core.decoding.sampling import choose_tokens
 from wamdiff2_core.model import masks
 from wamdiff2_core.model.modeling import Wamdiff2Model, new_cache
+from wamdiff2_core.model.prompt import Prompt, prepare_prompt
 
 
 @dataclass

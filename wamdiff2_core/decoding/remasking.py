@@ -12,6 +12,8 @@ from typing import Callable
 
 import torch
 
+from wamdiff2_core.decoding.config import COMMIT_RULES
+
 Rule = Callable[..., torch.Tensor]
 
 
@@ -83,13 +85,12 @@ def sequential(confidence, masked, quota, last, threshold):
     return masked & ((position_rank(masked) < quota) | last)
 
 
-COMMIT_RULE_FNS: dict[str, Rule] = {
-    "low_confidence_dynamic": low_confidence_dynamic,
-    "low_confidence_static": low_confidence_static,
-    "low_confidence_budget": low_confidence_budget,
-    "low_confidence_leftmost": low_confidence_leftmost,
-    "sequential": sequential,
-}
+COMMIT_RULE_FNS: dict[str, Rule] = {fn.__name__: fn for fn in (
+    low_confidence_dynamic, low_confidence_static, low_confidence_budget,
+    low_confidence_leftmost, sequential)}
+if tuple(COMMIT_RULE_FNS) != COMMIT_RULES:          # the names are listed once, in config
+    raise ImportError(f"commit rules {tuple(COMMIT_RULE_FNS)} differ from "
+                      f"decoding.config.COMMIT_RULES {COMMIT_RULES}")
 
 
 def commit_mask(rule: str, confidence: torch.Tensor, masked: torch.Tensor,

@@ -20,10 +20,10 @@ import torch
 
 from wamdiff2_core.decoding.attention import ATTENTION_BACKENDS, resolve_attention
 from wamdiff2_core.decoding.graphs import COMPILED_MODES, GRAPH_MODES, new_pool, resolve_mode
-from wamdiff2_core.decoding.prompt import Prompt
 from wamdiff2_core.decoding.static_cache import round_up
 from wamdiff2_core.decoding.static_model import StaticTextModel
 from wamdiff2_core.model.modeling import Wamdiff2Model, new_cache
+from wamdiff2_core.model.prompt import Prompt
 
 
 @dataclass(frozen=True)

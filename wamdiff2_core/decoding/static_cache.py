@@ -27,14 +27,6 @@ class StaticKVCache:
                               device=device)   # (layers, 2, B, Hkv, L, D)
 
     @property
-    def layers(self) -> int:
-        return self.kv.shape[0]
-
-    @property
-    def batch(self) -> int:
-        return self.kv.shape[2]
-
-    @property
     def max_len(self) -> int:
         return self.kv.shape[4]
 

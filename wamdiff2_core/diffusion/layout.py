@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
-from wamdiff2_core.decoding.prompt import Prompt, prepare_prompt
 from wamdiff2_core.model import masks
+from wamdiff2_core.model.prompt import Prompt, prepare_prompt
 
 
 @dataclass
@@ -24,10 +24,6 @@ class LayoutInputs:
     vision: dict
     prompt_len: int              # P (padded prompt width)
     answer_len: int              # A
-
-    def forward_kwargs(self) -> dict:
-        return dict(input_ids=self.input_ids, mask=self.mask, position_ids=self.positions,
-                    **self.vision)
 
 
 def diffusion_inputs(model, batch: dict, x0: torch.Tensor, xt: torch.Tensor,

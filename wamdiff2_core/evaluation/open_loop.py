@@ -66,11 +66,6 @@ class OpenLoopReport:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=False)
 
-    def summary(self) -> str:
-        """A plain-text table of the headline numbers."""
-        from .summary import format_summary    # text layout kept apart from the data
-        return format_summary(self)
-
 
 def load_image(record: Mapping, image_root: str | os.PathLike) -> Image.Image | None:
     """The record's first image as RGB (paths relative to ``image_root``); None if it has none."""

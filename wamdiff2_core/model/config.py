@@ -38,6 +38,12 @@ class DiffusionFields:
         return replace(self, **kw)
 
 
+def paradigm_block_size(paradigm: str, block_size: int) -> int:
+    """The answer block length a paradigm decodes with: 1 for "ar" (next-token decoding is
+    block diffusion with blocks of one token), ``block_size`` otherwise."""
+    return 1 if paradigm == "ar" else block_size
+
+
 def build_config(preset: Preset, vocab_size: int, special_ids: dict[str, int],
                  fields: DiffusionFields) -> Qwen3VLConfig:
     """A Qwen3-VL config of ``preset``'s shape for a tokenizer of ``vocab_size`` tokens."""

@@ -17,7 +17,8 @@ from transformers import Qwen3VLForConditionalGeneration
 from transformers.cache_utils import DynamicCache
 
 from wamdiff2_core.model import tokenizer as toks
-from wamdiff2_core.model.config import DiffusionFields, build_config, get_fields, set_fields
+from wamdiff2_core.model.config import (DiffusionFields, build_config, get_fields,
+                                        paradigm_block_size, set_fields)
 from wamdiff2_core.model.presets import get_preset
 from wamdiff2_core.model.processor import ProcessorConfig, Wamdiff2Processor
 
@@ -48,8 +49,9 @@ class Wamdiff2Model(torch.nn.Module):
         tok = toks.build_tokenizer(preset.tokenizer)
         processor = Wamdiff2Processor(tok, ProcessorConfig(
             max_pixels=max_pixels or preset.max_pixels, min_pixels=preset.min_pixels))
-        fields = DiffusionFields(paradigm=paradigm, block_size=1 if paradigm == "ar"
-                                 else block_size, mask_token_id=processor.mask_id,
+        fields = DiffusionFields(paradigm=paradigm,
+                                 block_size=paradigm_block_size(paradigm, block_size),
+                                 mask_token_id=processor.mask_id,
                                  eoa_token_id=processor.eoa_id, pad_token_id=processor.pad_id,
                                  preset=name)
         special = {"image": processor.image_pad_id,

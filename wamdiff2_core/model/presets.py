@@ -7,6 +7,7 @@ The diffusion fields (block size, mask token, end-of-answer token) are added by
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ PRESETS: dict[str, Preset] = {
         vision=dict(depth=2, hidden_size=96, num_heads=2, intermediate_size=256,
                     out_hidden_size=192, deepstack_visual_indexes=[0],
                     num_position_embeddings=256),
-        max_pixels=256 * 144, notes="~5M parameters; CI, the bundled default"),
+        max_pixels=256 * 144, notes="~3.4M parameters; CI, the bundled default"),
     "small": Preset(
         name="small", tokenizer="tiny-bpe",
         text=dict(hidden_size=320, num_hidden_layers=10, num_attention_heads=8,
@@ -82,3 +83,9 @@ def get_preset(name: str) -> Preset:
     except KeyError:
         raise ValueError(f"unknown preset {name!r}; known presets: "
                          f"{', '.join(sorted(PRESETS))}") from None
+
+
+def is_preset(name: str) -> bool:
+    """Whether a model source names a preset rather than a checkpoint: a string that is a
+    directory is a checkpoint; otherwise a preset name is a preset (docs/INTERFACES.md)."""
+    return name in PRESETS and not Path(name).is_dir()

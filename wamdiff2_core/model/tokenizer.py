@@ -14,7 +14,10 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import numpy as np
 from transformers import PreTrainedTokenizerFast
+
+from wamdiff2_core import tasks
 
 ASSET = Path(__file__).resolve().parent.parent / "assets" / "tiny_tokenizer.json"
 
@@ -49,9 +52,6 @@ def _wrap(tok_object) -> PreTrainedTokenizerFast:
 
 def tiny_corpus(n: int = 4000, seed: int = 0) -> list[str]:
     """Training text for the tiny BPE: the task prompts and answers with random values."""
-    from wamdiff2_core import tasks
-    import numpy as np
-
     rng = random.Random(seed)
     labels = ["car", "truck", "bus", "vehicle", "pedestrian"]
     questions = ["How many vehicles are ahead of me in my lane?", "Is the left lane free?",

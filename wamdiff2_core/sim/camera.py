@@ -8,11 +8,11 @@ renderer builds its lens from the same numbers, and tests hold the two to each o
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
-from wamdiff2_core.sim.frames import rotation
+from wamdiff2_core.geometry import rotation
 
 VEHICLE_HEIGHT_M = 1.6   # vehicles are boxes this tall, taller than the camera mount
 
@@ -57,9 +57,6 @@ class CameraConfig:
                 "mount": {"x": self.mount_x, "y": self.mount_y, "z": self.mount_z,
                           "pitch_deg": self.pitch_deg, "frame": "ego: x forward, y left, z up"},
                 "near": self.near, "far": self.far, "vehicle_height": VEHICLE_HEIGHT_M}
-
-    def with_resolution(self, width: int, height: int) -> CameraConfig:
-        return CameraConfig(**{**asdict(self), "width": width, "height": height})
 
 
 def parse_resolution(text: str) -> tuple[int, int]:

@@ -4,7 +4,7 @@ Every ``replan_interval_s`` the runner renders the front camera, builds the obse
 (command from the expert's intent, velocity and acceleration in the ego frame) and asks
 the planner for 8 waypoints; between plans a pure-pursuit + speed controller follows the
 latest plan and sends highway-env continuous actions. Each episode is scored with
-:mod:`wamdiff2_core.evaluation.closed_loop`.
+:mod:`wamdiff2_core.evaluation.pdms`.
 
 Safe fallback when the planner fails (``AnswerParseError``: unparseable answer; or a
 result that is not 8 finite (x, y) pairs): keep following the last valid plan, which is
@@ -21,12 +21,12 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from wamdiff2_core.evaluation.closed_loop import (EpisodeLog, EpisodeScore, ScoreConfig,
-                                                  score_episode)
+from wamdiff2_core.evaluation.pdms import EpisodeLog, EpisodeScore, ScoreConfig, score_episode
+from wamdiff2_core.geometry import map_to_ego
 from wamdiff2_core.sim.camera import CameraConfig
 from wamdiff2_core.sim.controller import ControllerConfig, Plan, TrackingController
 from wamdiff2_core.sim.expert import derive_command
-from wamdiff2_core.sim.frames import map_to_ego
+from wamdiff2_core.sim.generator import episode_seed
 from wamdiff2_core.sim.planners import PlannerFn, SimObservation
 from wamdiff2_core.sim.renderer import CameraRenderer
 from wamdiff2_core.sim.scenarios import SCENARIOS, get_scenario
@@ -265,8 +265,6 @@ def run_closed_loop(planner: PlannerFn, config: ClosedLoopConfig, progress: bool
     """Episodes ``0 .. episodes-1``: scenario ``scenarios[i % n]``, world seed from
     ``(seed, i)`` (the same seeds as the data generator's)."""
     from tqdm import tqdm
-
-    from wamdiff2_core.sim.generator import episode_seed
 
     results = []
     for index in tqdm(range(config.episodes), desc="eval closed-loop", unit="episode",

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from wamdiff2_core.sim.frames import ego_to_map, map_to_ego
+from wamdiff2_core.geometry import ego_to_map, map_to_ego
 
 WAYPOINT_DT_S = 0.5
 MIN_PATH_M = 0.5          # shorter plans (standing still) do not steer
@@ -70,15 +70,6 @@ class Plan:
     def accel_at(self, tau: float) -> float:
         step = 0.25
         return (self.speed_at(tau + step) - self.speed_at(tau - step)) / (2 * step)
-
-    def remaining_waypoints(self, ego_xy: np.ndarray, ego_yaw: float, time: float
-                            ) -> np.ndarray:
-        """The plan's positions at time + 0.5 ... time + 4.0 s in the current ego frame
-        (the last planned point held after the plan ends)."""
-        tau = time - self.start_time + np.arange(1, 9) * WAYPOINT_DT_S
-        xs = np.interp(tau, self.times, self.points[:, 0])
-        ys = np.interp(tau, self.times, self.points[:, 1])
-        return map_to_ego(np.stack([xs, ys], axis=1), ego_xy, ego_yaw)
 
 
 def _point_at(starts: np.ndarray, seg: np.ndarray, lengths: np.ndarray,

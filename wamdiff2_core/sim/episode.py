@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from wamdiff2_core.geometry import map_to_ego, wrap_angle
 from wamdiff2_core.sim.camera import CameraConfig
 from wamdiff2_core.sim.detection import DetectionConfig, GroundTruthBox, boxes_from_ids
 from wamdiff2_core.sim.expert import derive_command
-from wamdiff2_core.sim.frames import map_to_ego, wrap_angle
 from wamdiff2_core.sim.qa import QaItem, qa_item
 from wamdiff2_core.sim.renderer import CameraRenderer
 from wamdiff2_core.sim.world import CONTROL_DT, AgentState, World

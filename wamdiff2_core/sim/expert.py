@@ -15,16 +15,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 from highway_env.road.road import LaneIndex, RoadNetwork
 from highway_env.vehicle.behavior import IDMVehicle
 
-from wamdiff2_core.sim.frames import box_corners, boxes_overlap, hw_heading_to_yaw, hw_to_map
-
-if TYPE_CHECKING:
-    from wamdiff2_core.sim.world import World
+from wamdiff2_core.geometry import box_corners, boxes_overlap
+from wamdiff2_core.sim.frames import hw_heading_to_yaw, hw_to_map
 
 TURN_ANGLE_DEG = 30.0
 GAP_BOX = (1.5 * IDMVehicle.LENGTH, 1.2 * IDMVehicle.WIDTH)   # footprint inflated for gaps
@@ -259,41 +256,6 @@ def route_nodes(network: RoadNetwork, lane_index: LaneIndex,
         return ()
     path = network.shortest_path(lane_index[1], destination)
     return (lane_index[0], *path) if path else ()
-
-
-def rollout(world: World, horizon_s: float, radius: float,
-            memory_at_s: float = 0.5) -> Trace:
-    """See :meth:`World.expert_rollout`."""
-    from wamdiff2_core.sim.world import CONTROL_DT, _ID_ATTR
-
-    road, ego = world.copy_road(radius)
-    memory = world.expert_memory
-    target = settled_lane_index(road.network, ego.lane_index, ego.position)
-    if (memory.target_lane_index is not None
-            and memory.target_lane_index[:2] == target[:2]):
-        target = memory.target_lane_index
-    expert = ExpertVehicle(road, ego.position, ego.heading, ego.speed,
-                           target_lane_index=target, timer=memory.timer,
-                           cruise_speed=world.draw.expert_speed)
-    if world.draw.destination and ego.lane_index[1] in world.route_nodes:
-        expert.plan_route_to(world.draw.destination)
-    setattr(expert, _ID_ATTR, getattr(ego, _ID_ATTR))
-    road.vehicles[road.vehicles.index(ego)] = expert
-    trace = Trace()
-    trace.record(expert)
-    memory_step = round(memory_at_s / CONTROL_DT)
-    for step in range(1, round(horizon_s / CONTROL_DT) + 1):
-        road.act()
-        road.step(CONTROL_DT)
-        if expert.crashed:
-            # hit in the prediction (typically by a car in a pile-up of others): the plan
-            # is to stand still, not to follow the crash physics
-            trace.hold()
-            continue
-        trace.record(expert)
-        if step == memory_step:
-            world.expert_memory = ExpertMemory(expert.target_lane_index, expert.timer)
-    return trace
 
 
 def lane_chain(network: RoadNetwork, lane_index: LaneIndex, route_nodes: tuple[str, ...],

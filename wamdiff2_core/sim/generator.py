@@ -28,9 +28,9 @@ from wamdiff2_core import tasks
 from wamdiff2_core.sim.episode import Capture, EpisodeConfig, run_episode
 from wamdiff2_core.sim.scenarios import SCENARIOS
 from wamdiff2_core.sim.world import CONTROL_DT
+from wamdiff2_core.tasks import RECORDS_FILE
 
 TASKS = ("planning", "detection", "qa")
-RECORDS_FILE = "train.json"
 PROGRESS_FILE = "progress.json"
 PARTS_DIR = ".parts"
 IMAGES_DIR = "images"

@@ -1,7 +1,7 @@
 """Planners for the closed loop: ``(observation, image) -> waypoints (8, 2)``.
 
-A planner is any callable taking a :class:`SimObservation` (the fields of
-``wamdiff2_core.planner.Observation``) and the current front image (H, W, 3) uint8, and
+A planner is any callable taking a :class:`SimObservation` (an ``Observation`` plus the
+privileged expert plan) and the current front image (H, W, 3) uint8, and
 returning 8 waypoints in the ego frame (x forward, y left, 0.5 s apart). It may raise
 ``AnswerParseError``; the runner counts that and falls back safely.
 
@@ -17,24 +17,22 @@ Registered planners (``--planner``):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
+from wamdiff2_core.decoding.config import DecodeConfig
+from wamdiff2_core.types import Observation
+
 PlannerFn = Callable[["SimObservation", np.ndarray], np.ndarray]
 
 
-@dataclass(frozen=True)
-class SimObservation:
-    """What a planner is given at one planning instant (ego frame: x forward, y left)."""
+@dataclass
+class SimObservation(Observation):
+    """What a planner is given at one planning instant (ego frame: x forward, y left; images
+    [(H, W, 3) uint8]; ``stamp``: simulation time in seconds)."""
 
-    images: list = field(default_factory=list)          # [(H, W, 3) uint8]
-    command: str = "straight"
-    velocity: tuple[float, float] = (0.0, 0.0)
-    acceleration: tuple[float, float] = (0.0, 0.0)
-    position: tuple[float, float] = (0.0, 0.0)
-    stamp: float | None = None                           # simulation time [s]
     expert_waypoints: np.ndarray | None = None           # privileged: expert planner only
 
 
@@ -57,17 +55,12 @@ def constant_velocity_planner() -> PlannerFn:
 def checkpoint_planner(path: str, decode=None) -> PlannerFn:
     """A trained model (checkpoint directory or preset name) as a closed-loop planner;
     ``decode``: a ``DecodeConfig`` (default: the planner's)."""
-    from wamdiff2_core.decoding.config import DecodeConfig
-    from wamdiff2_core.planner import Observation, Planner
+    from wamdiff2_core.planner import Planner  # torch and transformers load here
 
     model = Planner.from_pretrained(path, decode=decode or DecodeConfig())
 
     def plan(observation: SimObservation, image: np.ndarray) -> np.ndarray:
-        result = model.plan(Observation(
-            images=[image], command=observation.command,
-            velocity=tuple(observation.velocity), acceleration=tuple(observation.acceleration),
-            position=tuple(observation.position), stamp=observation.stamp))
-        return result.waypoints
+        return model.plan(observation).waypoints
     return plan
 
 

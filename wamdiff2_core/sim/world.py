@@ -21,9 +21,9 @@ import numpy as np
 from highway_env.vehicle.behavior import IDMVehicle
 from highway_env.vehicle.kinematics import Vehicle
 
+from wamdiff2_core.geometry import box_corners, map_to_ego, vector_map_to_ego
 from wamdiff2_core.sim import expert as expert_mod
-from wamdiff2_core.sim.frames import (box_corners, hw_heading_to_yaw, hw_to_map, map_to_ego,
-                                      map_to_hw, vector_map_to_ego)
+from wamdiff2_core.sim.frames import hw_heading_to_yaw, hw_to_map, map_to_hw
 from wamdiff2_core.sim.scenarios import Scenario, ScenarioDraw, get_scenario
 
 CONTROL_DT = 0.1          # [s] one World.step
@@ -228,16 +228,45 @@ class World:
         return map_to_ego(points, ego.xy, ego.yaw)
 
     # ----------------------------------------------------------------------------- expert
-    def expert_rollout(self, horizon_s: float = 4.0, radius: float = 150.0
-                       ) -> expert_mod.Trace:
+    def expert_rollout(self, horizon_s: float = 4.0, radius: float = 150.0,
+                       memory_at_s: float = 0.5) -> expert_mod.Trace:
         """What the expert would do from here: a copy of the world within ``radius`` of the
         ego, the ego replaced by the expert, simulated ``horizon_s`` seconds.
 
         The trace starts with the current state (index 0) and has one entry per CONTROL_DT.
         The world itself is not changed, except for the expert's memory of its lane
-        decision, which keeps consecutive rollouts consistent.
+        decision (as it stands ``memory_at_s`` into the rollout), which keeps consecutive
+        rollouts consistent.
         """
-        return expert_mod.rollout(self, horizon_s=horizon_s, radius=radius)
+        road, ego = self.copy_road(radius)
+        memory = self.expert_memory
+        target = expert_mod.settled_lane_index(road.network, ego.lane_index, ego.position)
+        if (memory.target_lane_index is not None
+                and memory.target_lane_index[:2] == target[:2]):
+            target = memory.target_lane_index
+        expert = expert_mod.ExpertVehicle(road, ego.position, ego.heading, ego.speed,
+                                          target_lane_index=target, timer=memory.timer,
+                                          cruise_speed=self.draw.expert_speed)
+        if self.draw.destination and ego.lane_index[1] in self.route_nodes:
+            expert.plan_route_to(self.draw.destination)
+        setattr(expert, _ID_ATTR, getattr(ego, _ID_ATTR))
+        road.vehicles[road.vehicles.index(ego)] = expert
+        trace = expert_mod.Trace()
+        trace.record(expert)
+        memory_step = round(memory_at_s / CONTROL_DT)
+        for step in range(1, round(horizon_s / CONTROL_DT) + 1):
+            road.act()
+            road.step(CONTROL_DT)
+            if expert.crashed:
+                # hit in the prediction (typically by a car in a pile-up of others): the plan
+                # is to stand still, not to follow the crash physics
+                trace.hold()
+                continue
+            trace.record(expert)
+            if step == memory_step:
+                self.expert_memory = expert_mod.ExpertMemory(expert.target_lane_index,
+                                                             expert.timer)
+        return trace
 
     def copy_road(self, radius: float) -> tuple[object, Vehicle]:
         """A deep copy of the road keeping vehicles within ``radius`` of the ego, and the

@@ -13,21 +13,18 @@ Every parser raises :class:`AnswerParseError` (a ``ValueError``) and nothing els
 malformed or non-str input. :func:`conversation_record` / :func:`record_prompt_and_answer`
 write and read the reference repository's conversation JSON records. See docs/tasks.md.
 """
-from .conversation import conversation_record, record_prompt_and_answer
+from .conversation import (RECORDS_FILE, conversation_record, read_records,
+                           record_prompt_and_answer, records_path)
 from .detection import Detection, detection_prompt, format_detections, parse_detections
 from .errors import AnswerParseError
-from .planning import (
-    COMMANDS,
-    NUM_WAYPOINTS,
-    WAYPOINT_DT_S,
-    format_waypoints,
-    parse_planning_prompt,
-    parse_waypoints,
-    planning_prompt,
-)
+from .planning import (COMMANDS, NUM_WAYPOINTS, WAYPOINT_DT_S, format_waypoints,
+                       parse_planning_prompt, parse_waypoints, planning_prompt)
 from .qa import format_answer, parse_answer, qa_prompt
 
 __all__ = [
+    "RECORDS_FILE",
+    "read_records",
+    "records_path",
     "AnswerParseError",
     "COMMANDS",
     "NUM_WAYPOINTS",

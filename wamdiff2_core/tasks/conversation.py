@@ -13,8 +13,10 @@ record must hold as many placeholders as images. Reference data may carry other 
 """
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Sequence
 
 from .planning import IMAGE_PLACEHOLDER
@@ -121,3 +123,35 @@ def record_prompt_and_answer(record: Any) -> tuple[str, str | None]:
                          f"placeholder(s) but the record has {len(images)} image(s)")
     answer = str.__str__(turns[1]["value"]) if len(turns) == 2 else None
     return prompt, answer
+
+
+RECORDS_FILE = "train.json"      # what `wamdiff2 data generate` writes (docs/INTERFACES.md)
+
+
+def records_path(data: str | os.PathLike) -> Path:
+    """The records file of a data set: ``data`` itself, or ``data/train.json`` for a
+    directory. ValueError when there is none."""
+    path = Path(data)
+    if path.is_dir():
+        path = path / RECORDS_FILE
+    if not path.is_file():
+        raise ValueError(f"no records file at {path}")
+    return path
+
+
+def read_records(path: str | os.PathLike) -> list:
+    """The records of a JSON list or JSONL file (``.jsonl``, or any file whose text does not
+    start with ``[``). ValueError naming the file and the line when it is not valid JSON or
+    not a list."""
+    path = Path(path)
+    text = path.read_text()
+    try:
+        if path.suffix != ".jsonl" and text.lstrip().startswith("["):
+            records = json.loads(text)
+        else:
+            records = [json.loads(line) for line in text.splitlines() if line.strip()]
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(records, list):
+        raise ValueError(f"{path} must hold a list of records")
+    return records

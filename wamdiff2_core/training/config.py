@@ -15,6 +15,8 @@ from pathlib import Path
 
 import yaml
 
+from wamdiff2_core.model.config import paradigm_block_size
+
 OBJECTIVES = ("ar", "diffusion", "distill")
 PRECISIONS = ("fp32", "bf16")
 STRATEGIES = ("auto", "none", "ddp", "fsdp")
@@ -65,6 +67,11 @@ class DistillConfig:
     lam: float = 0.5                 # loss = (1 - lam) CE + lam divergence
     on_policy_every: int = 0         # every K steps the student's own answers replace x0
     on_policy_steps_per_block: int = 0   # decode budget in on-policy mode (0: block size)
+
+    def teacher_block(self, paradigm: str, block_size: int) -> int:
+        """The block size the teacher predicts with, given its checkpoint's paradigm and
+        block size: 1 for an AR teacher, else ``teacher_block_size`` or its own."""
+        return paradigm_block_size(paradigm, self.teacher_block_size or block_size)
 
 
 @dataclass(frozen=True)

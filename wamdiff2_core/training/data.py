@@ -8,7 +8,6 @@ global batch (rank-major inside each accumulation micro-step).
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Hashable
@@ -17,7 +16,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from wamdiff2_core.tasks import record_prompt_and_answer
+from wamdiff2_core.tasks import read_records, record_prompt_and_answer
 from wamdiff2_core.training.config import RecipeError
 
 
@@ -30,21 +29,17 @@ class Sample:
     images: tuple[str, ...]        # absolute paths
 
 
-def read_records(path: Path) -> list[dict]:
-    """Records of a JSON list or JSONL file."""
-    text = path.read_text()
-    if text.lstrip().startswith("["):
-        return json.loads(text)
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
-
-
 def load_samples(root: str | Path, split: str = "train.json", tasks: tuple[str, ...] = (),
                  limit: int = 0) -> list[Sample]:
     """The answered records of ``root/split`` as samples (records without an answer are
     skipped; a malformed record or a missing image is a RecipeError)."""
     root = Path(root)
+    try:
+        records = read_records(root / split)
+    except ValueError as exc:
+        raise RecipeError(str(exc)) from None
     out = []
-    for i, rec in enumerate(read_records(root / split)):
+    for i, rec in enumerate(records):
         try:
             prompt, answer = record_prompt_and_answer(rec)
         except ValueError as exc:

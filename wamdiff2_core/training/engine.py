@@ -18,12 +18,11 @@ from pathlib import Path
 
 import torch
 import yaml
-
 from transformers.utils import logging as hf_logging
 
-from wamdiff2_core.model.modeling import Wamdiff2Model
-from wamdiff2_core.model.presets import PRESETS
 from wamdiff2_core.model.config import set_fields
+from wamdiff2_core.model.modeling import Wamdiff2Model
+from wamdiff2_core.model.presets import is_preset
 from wamdiff2_core.training import checkpoint as ckpt
 from wamdiff2_core.training.config import Recipe, RecipeError
 from wamdiff2_core.training.data import (
@@ -42,8 +41,8 @@ def build_student(recipe: Recipe, device: torch.device) -> Wamdiff2Model:
     """The model a recipe starts from: a preset, or a checkpoint with the recipe's fields
     (and ``model.max_pixels``, when set, as its image budget)."""
     m = recipe.model
-    bsz = 1 if m.paradigm == "ar" else m.block_size
-    if m.init in PRESETS:
+    bsz = effective_block_size(recipe)
+    if is_preset(m.init):
         return Wamdiff2Model.from_preset(m.init, paradigm=m.paradigm, block_size=bsz,
                                          seed=m.seed, device=device,
                                          max_pixels=m.max_pixels or None)
@@ -184,8 +183,9 @@ class Trainer:
     def _save_model(self, folder: Path) -> None:
         """The planner-loadable model directory (rank 0 writes; FSDP gathers first)."""
         if self.strategy == "fsdp":
-            from torch.distributed.fsdp import FullStateDictConfig, StateDictType
+            from torch.distributed.fsdp import FullStateDictConfig
             from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+            from torch.distributed.fsdp import StateDictType
 
             cfg = FullStateDictConfig(offload_to_cpu=True, rank0_only=True)
             with FSDP.state_dict_type(self.module, StateDictType.FULL_STATE_DICT, cfg):

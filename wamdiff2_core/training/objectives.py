@@ -118,8 +118,8 @@ class DistillObjective(DiffusionObjective):
         if teacher is None:
             raise ValueError("the distill objective needs a teacher model")
         self.teacher, self.d = teacher, recipe.distill
-        self.teacher_block = (1 if teacher.fields.paradigm == "ar"
-                              else self.d.teacher_block_size or teacher.fields.block_size)
+        self.teacher_block = self.d.teacher_block(teacher.fields.paradigm,
+                                                  teacher.fields.block_size)
         self.view = TEACHER_VIEWS[teacher.fields.paradigm]
         self.max_answer = recipe.data.max_answer_tokens
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from wamdiff2_core.diffusion.losses import DIVERGENCES
 from wamdiff2_core.diffusion.noise import SCHEDULES
-from wamdiff2_core.model.config import PARADIGMS
-from wamdiff2_core.model.presets import PRESETS
+from wamdiff2_core.model.config import PARADIGMS, paradigm_block_size
+from wamdiff2_core.model.presets import PRESETS, is_preset
 from wamdiff2_core.training.config import (
     LOSS_NORMS, OBJECTIVES, PRECISIONS, STRATEGIES, Recipe, RecipeError,
 )
@@ -16,7 +16,7 @@ OBJECTIVE_PARADIGM = {"ar": "ar", "diffusion": "diffusion", "distill": "diffusio
 
 
 def _check_init(init: str, what: str) -> None:
-    if init in PRESETS:
+    if is_preset(init):
         return
     path = Path(init)
     if not path.is_dir():
@@ -34,16 +34,14 @@ def checkpoint_fields(path: str | Path) -> dict:
 
 def effective_block_size(recipe: Recipe) -> int:
     """Block size the student trains with (1 for the AR objective)."""
-    return 1 if recipe.model.paradigm == "ar" else recipe.model.block_size
+    return paradigm_block_size(recipe.model.paradigm, recipe.model.block_size)
 
 
 def teacher_block_size(recipe: Recipe) -> int:
     """The distillation teacher's block size: the recipe's, else its checkpoint's own."""
-    d = recipe.distill
-    if d.teacher_block_size:
-        return d.teacher_block_size
-    fields = checkpoint_fields(d.teacher)
-    return 1 if fields.get("paradigm") == "ar" else int(fields.get("block_size", 32))
+    fields = checkpoint_fields(recipe.distill.teacher)
+    return recipe.distill.teacher_block(fields.get("paradigm", "diffusion"),
+                                        int(fields.get("block_size", 32)))
 
 
 def validate(recipe: Recipe, world_size: int = 1) -> None:
@@ -119,7 +117,7 @@ def _validate_distill(r: Recipe, bsz: int) -> None:
     if not d.teacher:
         raise RecipeError("distill.teacher is not set (a checkpoint directory)")
     _check_init(d.teacher, "distill.teacher")
-    if d.teacher in PRESETS:
+    if is_preset(d.teacher):
         raise RecipeError("distill.teacher must be a trained checkpoint directory, not a preset")
     if d.divergence not in DIVERGENCES:
         raise RecipeError(f"distill.divergence must be one of {sorted(DIVERGENCES)}, "
@@ -130,10 +128,9 @@ def _validate_distill(r: Recipe, bsz: int) -> None:
         raise RecipeError("distill.temperature must be > 0 and distill.lam in [0, 1]")
     if d.on_policy_every < 0:
         raise RecipeError("distill.on_policy_every must be >= 0")
-    tb = teacher_block_size(r)
+    tb = d.teacher_block_size or teacher_block_size(r)     # as asked, else as it will run
     if tb < 1 or bsz % tb:
         raise RecipeError(f"teacher block size {tb} does not divide the student's "
                           f"block size {bsz}")
-    fields = checkpoint_fields(d.teacher)
-    if fields.get("paradigm") == "ar" and tb != 1:
+    if checkpoint_fields(d.teacher).get("paradigm") == "ar" and tb != 1:
         raise RecipeError(f"distill.teacher is an AR checkpoint; its block size is 1, not {tb}")

@@ -1,0 +1,123 @@
+"""`wamdiff2 bench decode`: the report's numbers and their meaning, data-set prompts with L2,
+user errors as one sentence."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from wamdiff2_core import tasks
+from wamdiff2_core.apps.bench.decode import Sample, data_samples, paired_l2, planning_l2
+from wamdiff2_core.apps.cli import main
+
+WAMDIFF2 = [str(Path(sys.executable).parent / "wamdiff2")]
+TINY = ["bench", "decode", "--preset", "tiny", "--block-size", "4", "--max-new-tokens", "8",
+        "--samples", "2", "--batch", "2", "--threads", "1"]
+
+
+def test_planning_l2_averages_parsed_answers_and_counts_failures():
+    truth = np.zeros((8, 2))
+    samples = [Sample("p", [], truth), Sample("p", [], truth), Sample("p", [], None)]
+    shifted = tasks.format_waypoints(np.full((8, 2), 3.0) * [1.0, 4 / 3])   # 3-4-5: 5 m off
+    out = planning_l2([shifted, "not a plan", shifted], samples)
+    assert out["samples"] == 2 and out["parse_failures"] == 1
+    assert out["l2_avg"] == pytest.approx(5.0) and out["l2_at_1s"] == pytest.approx(5.0)
+    assert planning_l2(["x"], [Sample("p", [], None)]) is None
+
+
+def test_paired_l2_compares_the_frames_where_both_plans_parse():
+    """A decoder that fails its hard frame is compared on the easy one only, as is the other
+    decoder: frame 1 (where the first decoder's answer does not parse) counts for neither."""
+    truth = np.zeros((8, 2))
+    samples = [Sample("p", [], truth), Sample("p", [], truth), Sample("p", [], None)]
+    one = tasks.format_waypoints(np.full((8, 2), [1.0, 0.0]))               # 1 m off
+    far = tasks.format_waypoints(np.full((8, 2), [9.0, 0.0]))               # 9 m off
+    out = paired_l2([one, "garbage", one], [one, far, far], samples)
+    assert out == {"samples": 1, "l2_avg_a": pytest.approx(1.0), "l2_avg_b": pytest.approx(1.0)}
+    assert paired_l2(["garbage"], [one], samples[:1]) is None
+
+
+def write_data_set(root: Path, n: int = 2) -> Path:
+    (root / "images").mkdir(parents=True)
+    records = []
+    for i in range(n):
+        Image.fromarray(np.full((36, 64, 3), 40 * i, np.uint8)).save(root / f"images/{i}.png")
+        future = np.cumsum(np.full((8, 2), [2.0, 0.1 * i]), axis=0)
+        rec = tasks.conversation_record(i, [f"images/{i}.png"],
+                                        tasks.planning_prompt("straight", (4.0, 0.0),
+                                                              (0.0, 0.0)),
+                                        tasks.format_waypoints(future), "planning")
+        rec["meta"] = {"ego_future": future.tolist()}
+        records.append(rec)
+    records.append(tasks.conversation_record("qa", ["images/0.png"], tasks.qa_prompt("Why?"),
+                                             "Because.", "qa"))
+    (root / "train.json").write_text(json.dumps(records))
+    return root
+
+
+def test_data_samples_read_planning_records_with_truth(tmp_path):
+    samples = data_samples(write_data_set(tmp_path, 3), 2)
+    assert len(samples) == 2
+    assert samples[1].truth.shape == (8, 2) and samples[1].truth[0, 1] == pytest.approx(0.1)
+    assert samples[0].images[0].size == (64, 36)
+
+
+def test_bench_reports_three_decoders_on_the_same_prompts(tmp_path, capsys):
+    data = write_data_set(tmp_path / "data")
+    assert main(TINY + ["--data", str(data), "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert set(r["decoders"]) == {"ar_optimised", "diffusion_reference", "diffusion_fast"}
+    assert r["fast_matches_reference"] is True
+    for d in r["decoders"].values():
+        assert d["tokens"] > 0 and d["tokens_per_s"] > 0
+        assert d["ms_per_token"] == pytest.approx(d["decode_ms"] / d["tokens"])
+        assert d["tokens_per_forward"] == pytest.approx(d["tokens"] / d["forwards"])
+        assert d["l2"]["samples"] == 2              # quality measured on the data set
+    ref, fast = r["decoders"]["diffusion_reference"], r["decoders"]["diffusion_fast"]
+    assert (ref["tokens"], ref["blocks"]) == (fast["tokens"], fast["blocks"])
+    # the fast decoder fuses each commit pass (one per block after a call's first) into the
+    # next block's first step
+    assert ref["blocks"] > ref["calls"]
+    assert fast["forwards"] == ref["forwards"] - (ref["blocks"] - ref["calls"])
+    assert r["ratios"]["fast_vs_reference"] == pytest.approx(
+        fast["tokens_per_s"] / ref["tokens_per_s"])
+    assert set(r["latency_ms"]["eager"]) >= {"ar_step", "block_step", "first_step",
+                                          "commit"}
+    assert r["trained"] is False and any("untrained" in n for n in r["notes"])
+
+
+def test_a_checkpoint_without_data_is_measured_on_fresh_simulator_frames(tmp_path, capsys,
+                                                                         tiny_diffusion):
+    tiny_diffusion.save_pretrained(tmp_path / "ckpt")
+    assert main(["bench", "decode", "--checkpoint", str(tmp_path / "ckpt"), "--block-size",
+                 "4", "--max-new-tokens", "8", "--samples", "2", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["trained"] is True and "simulator episodes" in r["data"]
+    assert all(d["l2"]["samples"] == 2 for d in r["decoders"].values())
+
+
+def test_bench_text_report_as_a_user_runs_it():
+    r = subprocess.run(WAMDIFF2 + TINY + ["--samples", "1", "--batch", "1",
+                                          "--tokens-per-forward", "4"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    for words in ("AR optimised", "diffusion reference", "diffusion fast", "tokens/s",
+                  "per-forward latency", "projection (eager) at 4.00 tokens/forward"):
+        assert words in r.stdout
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--checkpoint", "/nonexistent/ckpt"], "does not exist"),
+    (["--preset", "tiny", "--mode", "graphs"], "captures CUDA graphs and needs a CUDA device"),
+    (["--preset", "tiny", "--attention", "flashinfer"], "flashinfer backend needs"),
+    (["--preset", "tiny", "--batch", "0"], "must be >= 1"),
+    (["--preset", "tiny", "--threads", "0"], "--threads must be >= 1, got 0"),
+    (["--preset", "tiny", "--latency-modes", "eager,warp"], "unknown execution mode"),
+])
+def test_user_errors_are_one_sentence(args, words, capsys):
+    assert main(["bench", "decode"] + args) == 2
+    err = capsys.readouterr().err
+    assert words in err and err.strip().count("\n") == 0

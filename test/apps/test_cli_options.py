@@ -1,0 +1,34 @@
+"""Every `wamdiff2` (sub)command offers the options it offered before the entry points moved
+into wamdiff2_core/apps and wamdiff2_ros/tools: flags, choices and nargs are compared with
+the listing recorded before the move (cli_options.json, next to this file). A deliberate
+change of a command's options updates that file in the same commit."""
+import argparse
+import json
+from pathlib import Path
+
+from wamdiff2_core.apps.cli import build_parser
+
+GOLDEN = Path(__file__).with_name("cli_options.json")
+
+
+def _options(parser: argparse.ArgumentParser, path: list[str], out: dict) -> dict:
+    opts, subs = [], None
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            subs = action
+        elif not isinstance(action, argparse._HelpAction):
+            opts.append({"flags": list(action.option_strings) or [action.dest],
+                         "choices": list(action.choices) if action.choices else None,
+                         "nargs": action.nargs})
+    out[" ".join(path)] = sorted(opts, key=lambda o: o["flags"])
+    for name, sub in sorted((subs.choices if subs else {}).items()):
+        _options(sub, path + [name], out)
+    return out
+
+
+def test_every_command_lists_the_recorded_options():
+    now = _options(build_parser(), ["wamdiff2"], {})
+    golden = json.loads(GOLDEN.read_text())
+    assert sorted(now) == sorted(golden), "commands added or removed"
+    for command in golden:
+        assert now[command] == golden[command], command

@@ -1,0 +1,82 @@
+"""`wamdiff2 eval open-loop` end to end on a tiny hand-made data set."""
+import json
+
+import pytest
+
+from wamdiff2_core.apps.cli import build_parser, main
+
+
+def test_eval_group_lists_open_loop():
+    parser = build_parser()
+    args = parser.parse_args(["eval", "open-loop", "--checkpoint", "x", "--data", "y"])
+    assert args.func.__name__ == "run_open_loop" and args.out == "runs/eval/open-loop"
+
+
+def test_ground_truth_run_writes_report_and_plots(data_dir, tmp_path, capsys):
+    out = tmp_path / "report"
+    rc = main(["eval", "open-loop", "--checkpoint", "ground-truth", "--data", str(data_dir),
+               "--out", str(out), "--json", "--no-progress"])
+    assert rc == 0
+    printed = json.loads(capsys.readouterr().out)
+    written = json.loads((out / "open_loop.json").read_text())
+    assert printed == written
+    assert written["planning"]["l2_avg_3s"] == 0.0 and written["detection"]["ap50"] == 1.0
+    assert written["info"]["checkpoint"] == "ground-truth"
+    assert (out / "l2_per_waypoint.png").stat().st_size > 1000
+    assert "Open-loop evaluation: 6 records" in (out / "open_loop.txt").read_text()
+
+
+def test_tasks_and_limit_select_records_and_drop_stale_plots(data_dir, tmp_path, capsys):
+    out = tmp_path / "report"
+    assert main(["eval", "open-loop", "--checkpoint", "ground-truth", "--data", str(data_dir),
+                 "--out", str(out), "--no-progress"]) == 0
+    assert (out / "l2_per_waypoint.png").exists()
+    rc = main(["eval", "open-loop", "--checkpoint", "ground-truth", "--data",
+               str(data_dir / "train.json"), "--out", str(out), "--tasks", "qa", "--limit", "1",
+               "--no-progress"])
+    assert rc == 0
+    assert "QA: exact-match accuracy 100.0% (1/1" in capsys.readouterr().out
+    report = json.loads((out / "open_loop.json").read_text())
+    assert report["num_records"] == 1 and report["planning"]["num_records"] == 0
+    assert not (out / "l2_per_waypoint.png").exists()
+
+
+@pytest.mark.parametrize("argv_tail, message", [
+    (["--data", "{missing}"], "no records file"),
+    (["--data", "{data}", "--tasks", "captioning"], "unknown task"),
+    (["--data", "{data}", "--limit", "0"], "--limit"),
+    (["--data", "{data}", "--threshold", "1.5"], "threshold"),
+])
+def test_user_errors_exit_2_with_one_sentence(data_dir, tmp_path, capsys, argv_tail, message):
+    argv = [a.format(missing=tmp_path / "nope", data=data_dir) for a in argv_tail]
+    rc = main(["eval", "open-loop", "--checkpoint", "ground-truth", "--out",
+               str(tmp_path / "o"), "--no-progress", *argv])
+    assert rc == 2 and message in capsys.readouterr().err
+
+
+def test_tiny_preset_planner_runs_and_reports_parse_failures(data_dir, tmp_path, capsys):
+    # An untrained tiny model, answers capped at 8 tokens: a plan needs 16 numbers, so every
+    # planning answer must fail to parse; the run must still finish with a full report.
+    out = tmp_path / "report"
+    rc = main(["eval", "open-loop", "--checkpoint", "tiny", "--data", str(data_dir),
+               "--out", str(out), "--tasks", "planning,qa", "--limit", "3",
+               "--max-new-tokens", "8", "--block-size", "4", "--steps-per-block", "1",
+               "--commit-rule", "low_confidence_budget", "--threshold", "0.8",
+               "--json", "--no-progress"])
+    assert rc == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["planning"]["num_records"] == 2 and report["qa"]["num_records"] == 1
+    assert report["parse_failure_rate"]["planning"] == 1.0
+    assert report["planning"]["l2_at_1s"] is None
+    assert report["info"]["decode"]["max_new_tokens"] == 8
+    assert report["info"]["decode"]["block_size"] == 4
+    assert report["info"]["decode"]["commit_rule"] == "low_confidence_budget"
+    assert report["info"]["decode"]["threshold"] == 0.8
+    assert report["qa"]["mean_predict_ms"] > 0
+    assert not (out / "l2_per_waypoint.png").exists()
+
+
+def test_bad_checkpoint_is_a_user_error(data_dir, tmp_path, capsys):
+    rc = main(["eval", "open-loop", "--checkpoint", "no-such-preset", "--data", str(data_dir),
+               "--out", str(tmp_path / "o"), "--no-progress"])
+    assert rc == 2 and "no-such-preset" in capsys.readouterr().err

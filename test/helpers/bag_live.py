@@ -1,0 +1,70 @@
+"""Live helpers of the bag tests: `planner_node` as a process, a bag replayed into it with
+the `wamdiff2 bag replay` command, its answers matched by the image stamps."""
+from __future__ import annotations
+
+import os
+import subprocess
+
+import rclpy
+from bag_fixtures import WAMDIFF2
+from rclpy.context import Context
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.serialization import deserialize_message
+from visualization_msgs.msg import MarkerArray
+
+from wamdiff2_ros.tools.bag_io import BagReader, header_stamp_ns
+from wamdiff2_ros.tools.bag_layout import SIM_TOPICS, OutputTopics, node_input_remaps
+from wamdiff2_ros.tools.demo import node_idle
+from wamdiff2_ros.tools.demo_graph import NodeProcess, OutputRecorder, node_state
+
+OUT = OutputTopics()
+# The untrained preset, one 32-token block in 4 steps: a fraction of a second per frame.
+FAST_TINY = {"checkpoint": "tiny", "decode.max_new_tokens": 32, "decode.steps_per_block": 4}
+
+
+def camera_stamps(bag_path) -> list[int]:
+    with BagReader(bag_path) as bag:
+        return [header_stamp_ns(raw) for *_, raw in bag.messages([SIM_TOPICS.image])]
+
+
+def status_stamps(recorder: OutputRecorder) -> set[int]:
+    stamps = set()
+    for item in recorder.messages(OUT.markers):
+        for m in deserialize_message(item.raw, MarkerArray).markers:
+            if m.ns == "wamdiff2/status":
+                stamps.add(m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec)
+    return stamps
+
+
+def replay_into_node(bag_path, domain: int, tmp_path, overrides: dict, rate: float,
+                     timeout_s: float) -> OutputRecorder:
+    """Start the node (one torch thread: robust to other load on the cores), wait until it
+    is active, replay with the `wamdiff2 bag replay` command (remapped onto its inputs), and
+    wait until every frame is answered or the node has nothing left to plan."""
+    node = NodeProcess(domain, tmp_path / "node.log", {"max_input_age_s": 0.0, **overrides},
+                       env={"OMP_NUM_THREADS": "1"})
+    context = Context()
+    rclpy.init(args=[], context=context, domain_id=domain)
+    client = rclpy.create_node("bag_replay_node_test", context=context)
+    recorder = OutputRecorder(client, SingleThreadedExecutor(context=context))
+    try:
+        assert recorder.wait(lambda: not node.alive() or any(
+            node_state(r.raw) == "active" for r in recorder.messages("/diagnostics")), 240)
+        assert node.alive(), node.log_tail()
+        remaps = [f"--remap={a}:={b}" for a, b in node_input_remaps().items()]
+        proc = subprocess.run(
+            [WAMDIFF2, "bag", "replay", str(bag_path), "--rate", str(rate), *remaps,
+             "--topics", SIM_TOPICS.image, SIM_TOPICS.odometry, SIM_TOPICS.command,
+             "--wait-for", SIM_TOPICS.image, SIM_TOPICS.odometry, SIM_TOPICS.command],
+            env=dict(os.environ, ROS_DOMAIN_ID=str(domain)), capture_output=True, text=True,
+            timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        stamps = set(camera_stamps(bag_path))
+        recorder.wait(lambda: stamps <= status_stamps(recorder) or
+                      node_idle(recorder, len(stamps)), timeout_s)
+        return recorder
+    finally:
+        recorder.close()
+        client.destroy_node()
+        rclpy.try_shutdown(context=context)
+        assert node.stop() == 0, node.log_tail()

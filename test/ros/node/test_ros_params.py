@@ -1,0 +1,224 @@
+"""Parameters: one table mapped onto DecodeConfig, the params file, rejection with reasons,
+and changes that apply whole or not at all (a real node in this process)."""
+from __future__ import annotations
+
+import dataclasses
+import threading
+
+import pytest
+import rclpy
+import yaml
+from rclpy.context import Context
+from rclpy.exceptions import InvalidParameterValueException
+from rclpy.parameter import Parameter
+from ros_harness import FAST_TINY, PARAMS_FILE
+
+from wamdiff2_core.decoding import DecodeConfig
+from wamdiff2_ros.node import params
+from wamdiff2_ros.node.planner_node import PlannerNode, main
+
+
+def _defaults() -> dict:
+    return {p.name: p.default for p in params.PARAMS}
+
+
+def _flatten(tree: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def test_decode_parameters_map_one_to_one_onto_decode_config():
+    fields = {f.name for f in dataclasses.fields(DecodeConfig)}
+    decode_specs = [p for p in params.PARAMS if p.name.startswith("decode.")]
+    assert {p.field for p in decode_specs} == fields
+    assert all(p.name == f"decode.{p.field}" for p in decode_specs)
+    assert params.node_config(_defaults()).decode == DecodeConfig()
+
+
+def test_planning_decode_overrides_only_what_is_set():
+    assert params.node_config(_defaults()).plan_decode is None          # all "as decode.*"
+    values = dict(_defaults(), **{"decode.threshold": 0.8,
+                                  "planning_decode.commit_rule": "low_confidence_leftmost",
+                                  "planning_decode.steps_per_block": 8})
+    cfg = params.node_config(values)
+    assert cfg.decode == DecodeConfig(threshold=0.8)
+    assert cfg.plan_decode == DecodeConfig(threshold=0.8, commit_rule="low_confidence_leftmost",
+                                           steps_per_block=8)
+    values["planning_decode.threshold"] = 0.95
+    values["planning_decode.steps_per_block"] = 0                        # one per position
+    assert params.node_config(values).plan_decode == DecodeConfig(
+        threshold=0.95, commit_rule="low_confidence_leftmost")
+
+
+def test_params_file_declares_exactly_the_node_parameters_with_their_defaults():
+    tree = yaml.safe_load(PARAMS_FILE.read_text())
+    values = _flatten(tree["wamdiff2_planner"]["ros__parameters"])
+    assert values == _defaults()
+
+
+def test_every_parameter_has_a_description_and_numbers_have_ranges():
+    for spec in params.PARAMS:
+        d = spec.descriptor()
+        assert d.description, spec.name
+        if isinstance(spec.default, (int, float)) and not isinstance(spec.default, bool):
+            assert d.integer_range or d.floating_point_range, spec.name
+
+
+@pytest.mark.parametrize("name,value,reason", [
+    ("device", "gpu", "device"),
+    ("dtype", "int8", "dtype"),
+    ("tasks", [], "tasks"),
+    ("tasks", ["planning", "flying"], "flying"),
+    ("tasks", ["qa", "qa"], "repeats"),
+    ("cameras", ["front", "front left"], "front left"),
+    ("cameras", [], "cameras"),
+    ("decode.commit_rule", "bogus", "decode.commit_rule"),
+    ("decode.threshold", 0.0, "decode.threshold"),
+    ("planning_decode.commit_rule", "bogus", "planning_decode.commit_rule"),
+    ("planning_decode.steps_per_block", -2, "planning_decode.steps_per_block"),
+    ("default_command", "reverse", "default_command"),
+    ("image_transport", "theora", "image_transport"),
+    ("camera_qos", "fast", "camera_qos"),
+    ("output_frame", "  ", "output_frame"),
+])
+def test_invalid_values_are_rejected_with_the_parameter_and_reason(name, value, reason):
+    values = dict(_defaults(), **{name: value})
+    with pytest.raises(ValueError, match=reason.replace(".", r"\.")):
+        params.node_config(values)
+
+
+@pytest.fixture
+def context(ros_domain):
+    ctx = Context()
+    rclpy.init(context=ctx, domain_id=ros_domain)
+    yield ctx
+    rclpy.try_shutdown(context=ctx)
+
+
+def _node(context, **overrides) -> PlannerNode:
+    return PlannerNode(context=context, parameter_overrides=[
+        Parameter(k, value=v) for k, v in overrides.items()])
+
+
+def test_out_of_range_override_stops_start_up_with_the_reason(context):
+    with pytest.raises(InvalidParameterValueException, match="decode.threshold"):
+        _node(context, **{"decode.threshold": 1.5})
+    with pytest.raises(ValueError, match="decode.commit_rule"):
+        _node(context, **{"decode.commit_rule": "bogus"})
+
+
+def test_main_exits_2_naming_an_invalid_parameter(ros_domain, monkeypatch, capsys):
+    monkeypatch.setenv("ROS_DOMAIN_ID", str(ros_domain))
+    code = main(["planner_node", "--ros-args", "-p", "max_planning_rate_hz:=-1.0"])
+    assert code == 2
+    assert "max_planning_rate_hz" in capsys.readouterr().err
+
+
+def _off_main_thread(fn):
+    """Run fn on a thread of its own, as the node's executor does.
+
+    torch's OpenMP threads spin-wait on the main thread; on a busy 2-core machine that makes
+    a tiny decode there 5-100x slower than on any other thread.
+    """
+    out = []
+    thread = threading.Thread(target=lambda: out.append(fn()))
+    thread.start()
+    thread.join()
+    return out[0]
+
+
+def test_runtime_changes_apply_whole_or_are_rejected(context):
+    node = _node(context, **FAST_TINY)
+    _off_main_thread(lambda: _runtime_changes(node))
+
+
+def _runtime_changes(node) -> bool:
+    try:
+        assert node.trigger_configure() == rclpy.lifecycle.TransitionCallbackReturn.SUCCESS
+        planner = node._planner
+
+        # Out of range: rclpy's descriptor check, with the reason.
+        result = node.set_parameters([Parameter("decode.threshold", value=1.5)])[0]
+        assert not result.successful and "decode.threshold" in result.reason
+
+        # Atomic: one bad value rejects the whole change; nothing moved.
+        result = node.set_parameters_atomically([
+            Parameter("decode.threshold", value=0.5),
+            Parameter("decode.commit_rule", value="bogus")])
+        assert not result.successful and "commit_rule" in result.reason
+        assert node.get_parameter("decode.threshold").value == 0.9
+        assert node.config.decode.threshold == 0.9 and node._planner is planner
+
+        # A new model or new subscriptions only while unconfigured.
+        for name, value in (("checkpoint", "small"), ("image_transport", "compressed")):
+            result = node.set_parameters([Parameter(name, value=value)])[0]
+            assert not result.successful and "unconfigured" in result.reason
+            assert node.get_parameter(name).value != value
+
+        # A decode change builds and warms a new planner, then swaps it in whole.
+        result = node.set_parameters_atomically([
+            Parameter("decode.block_size", value=8),
+            Parameter("decode.threshold", value=0.7)])
+        assert result.successful, result.reason
+        assert node._planner is not planner and node._planner.model is planner.model
+        assert node._planner.decode.block_size == 8 and node._planner.decode.threshold == 0.7
+        assert node.config.decode == node._planner.decode
+        assert node._planner.plan_decode is None
+
+        # Planning-only settings: a planner whose plans use them, questions the others.
+        result = node.set_parameters_atomically([
+            Parameter("planning_decode.commit_rule", value="low_confidence_leftmost"),
+            Parameter("planning_decode.steps_per_block", value=2)])
+        assert result.successful, result.reason
+        assert node._planner.plan_decode == dataclasses.replace(
+            node._planner.decode, commit_rule="low_confidence_leftmost", steps_per_block=2)
+        assert node._planner.decode.commit_rule == "low_confidence_dynamic"
+        # ... kept across a later decode change, which they follow where not overridden
+        result = node.set_parameters([Parameter("decode.threshold", value=0.6)])[0]
+        assert result.successful, result.reason
+        assert node._planner.plan_decode.threshold == 0.6
+        assert node._planner.plan_decode.commit_rule == "low_confidence_leftmost"
+
+        # A planner that cannot be built is rejected with the reason; the old one stays.
+        result = node.set_parameters([Parameter("backend", value="no_such_backend")])[0]
+        assert not result.successful and "no_such_backend" in result.reason
+        assert node.get_parameter("backend").value == "fast"
+        assert node._planner.backend == "fast"
+
+        # Live parameters apply to the next frame.
+        assert node.set_parameters([Parameter("tasks", value=["planning", "detection"])
+                                    ])[0].successful
+        assert node.config.tasks == {"planning", "detection"}
+
+        # After cleanup the model may change.
+        assert node.trigger_cleanup() == rclpy.lifecycle.TransitionCallbackReturn.SUCCESS
+        assert node.set_parameters([Parameter("image_transport", value="compressed")
+                                    ])[0].successful
+        assert node.config.image_transport == "compressed"
+    finally:
+        node.close()
+        node.destroy_node()
+    return True
+
+
+def test_decode_values_inverts_decode_config():
+    for decode in (DecodeConfig(), DecodeConfig(block_size=8, steps_per_block=2, threshold=0.5,
+                                                commit_rule="sequential", max_new_tokens=16)):
+        values = dict(_defaults(), **params.decode_values(decode))
+        assert params.decode_config(values) == decode
+
+
+def test_main_exits_2_on_malformed_ros_arguments(capsys):
+    assert main(["planner_node", "--ros-args", "-p", "dtype:="]) == 2
+    assert "dtype" in capsys.readouterr().err
+
+
+def test_docs_list_every_parameter():
+    docs = (PARAMS_FILE.parents[1] / "docs" / "ros.md").read_text()
+    missing = [p.name for p in params.PARAMS if f"| `{p.name}` |" not in docs]
+    assert not missing, f"docs/ros.md has no row for {missing}"

@@ -1,0 +1,44 @@
+"""`wamdiff2 bench node`: both latencies from one run, as a table and as JSON."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ros_harness import domain_id
+
+from wamdiff2_core.apps.cli import main
+
+pytestmark = pytest.mark.ros
+
+
+def test_bench_node_reports_node_and_bare_planner_latency(tmp_path, request):
+    out = tmp_path / "bench.json"
+    exe = Path(sys.executable).parent / "wamdiff2"
+    proc = subprocess.run(
+        [str(exe), "bench", "node", "--preset", "tiny", "--max-new-tokens", "32", "--steps",
+         "4", "--frames", "3", "--domain-id", str(domain_id(request.node.nodeid)),
+         "--json", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "bare Planner.plan()" in proc.stdout and "node: image -> Path" in proc.stdout
+    summary = json.loads(out.read_text())
+    assert summary["planner_ms"]["n"] == 3 and summary["planner_ms"]["p50"] > 0
+    assert summary["node_image_to_markers_ms"]["n"] == 3
+    node = summary["node_image_to_markers_ms"]
+    assert 0 < node["p50"] <= node["p95"]
+    # The untrained preset never answers with waypoints: no Path, and the table says why.
+    assert summary["node_image_to_path_ms"]["n"] == 0
+    assert summary["planner_parse_failures"] == 3
+    assert "no Path was published" in proc.stdout
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--preset", "tiny", "--frames", "0"], "--frames"),
+    (["--preset", "tiny", "--size", "640by360"], "--size"),
+    (["--preset", "tiny", "--threshold", "0"], "threshold"),
+])
+def test_bench_node_user_errors_exit_2(argv, message, capsys):
+    assert main(["bench", "node", *argv]) == 2
+    assert message in capsys.readouterr().err

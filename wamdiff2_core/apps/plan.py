@@ -1,0 +1,60 @@
+"""`wamdiff2 plan`: eight waypoints for one camera image."""
+from __future__ import annotations
+
+import json
+
+from wamdiff2_core import tasks
+from wamdiff2_core.apps.common import CliError, add_model_arguments, planner_from_args
+from wamdiff2_core.types import Observation
+
+
+def load_image(path: str):
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as im:
+            return im.convert("RGB")
+    except FileNotFoundError:
+        raise CliError(f"image {path} does not exist") from None
+    except (UnidentifiedImageError, OSError) as exc:
+        raise CliError(f"cannot read image {path}: {exc}") from None
+
+
+def run_plan(args) -> int:
+    image = load_image(args.image)
+    planner = planner_from_args(args)
+    obs = Observation(images=[image], command=args.command, velocity=tuple(args.velocity),
+                      acceleration=tuple(args.acceleration))
+    try:
+        result = planner.plan(obs)
+    except tasks.AnswerParseError as exc:
+        if args.json:
+            print(json.dumps({"ok": False, "error": exc.reason, "raw_text": exc.raw_text}))
+        else:
+            print(f"wamdiff2 plan: the model's answer is not a valid plan: {exc.reason}")
+            print(f"raw answer: {exc.raw_text!r}")
+        return 1
+    stats = result.stats.to_dict()
+    if args.json:
+        print(json.dumps({"ok": True, "waypoints": result.waypoints.tolist(),
+                          "text": result.text, "stats": stats}))
+        return 0
+    print("waypoints (ego frame: x forward, y left; metres; t = 0.5 .. 4.0 s)")
+    for i, (x, y) in enumerate(result.waypoints):
+        print(f"  t={0.5 * (i + 1):.1f}s  x={x:7.2f}  y={y:7.2f}")
+    print(f"decode: {stats['total_ms']:.1f} ms, {stats['tokens']} tokens, "
+          f"{stats['forwards']} forwards, {stats['tokens_per_forward']:.2f} tokens/forward")
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("plan", help="plan 8 waypoints from one camera image")
+    add_model_arguments(p)
+    p.add_argument("--image", required=True, help="front camera image (PNG/JPEG)")
+    p.add_argument("--command", default="straight", choices=list(tasks.COMMANDS))
+    p.add_argument("--velocity", type=float, nargs=2, default=(0.0, 0.0),
+                   metavar=("VX", "VY"), help="ego velocity, m/s (x forward, y left)")
+    p.add_argument("--acceleration", type=float, nargs=2, default=(0.0, 0.0),
+                   metavar=("AX", "AY"), help="ego acceleration, m/s^2")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run_plan)

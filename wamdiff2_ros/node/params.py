@@ -1,0 +1,288 @@
+"""The node's parameters: one table, declared with descriptors, validated into NodeConfig.
+
+This is the one place where ROS parameters meet the core's configuration: every
+`decode.*` parameter maps one-to-one onto a field of `wamdiff2_core.decoding.DecodeConfig`
+(`0` stands for the field's `None`); the `planning_decode.*` parameters override three of
+those fields for planning answers only (each has an "as `decode.*`" value, its default); and
+`node_config` turns a full set of parameter values
+into a frozen `NodeConfig` or raises ValueError naming the parameter and the reason.
+
+Each parameter belongs to a group saying what a change at run time needs:
+``load`` (a new model: only while the node is unconfigured), ``io`` (new subscriptions or
+timers: only while unconfigured), ``decode`` (the `decode.*` and `planning_decode.*`
+values and `backend`: a new
+planner sharing the weights, warmed up, then swapped in whole or not at all), ``live``
+(applies to the next frame).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Mapping
+
+from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+
+from wamdiff2_core.decoding import COMMIT_RULES, DecodeConfig
+from wamdiff2_core.decoding.config import DEFAULT_BACKEND
+from wamdiff2_core.tasks import COMMANDS
+
+TASKS = ("planning", "detection", "qa")
+IMAGE_TRANSPORTS = ("raw", "compressed")
+CAMERA_QOS = ("reliable", "sensor_data")
+DTYPES = ("", "float32", "bfloat16", "float16")
+_DEVICE = re.compile(r"^(cpu|cuda(:\d+)?|mps)$")
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+_INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One parameter: name, default (which fixes its ROS type), meaning and limits."""
+
+    name: str
+    default: Any
+    description: str
+    group: str                                   # load | io | decode | live
+    int_range: tuple[int, int] | None = None
+    float_range: tuple[float, float] | None = None
+    choices: tuple[str, ...] | None = None       # allowed values (each item, for arrays)
+    field: str | None = None                     # DecodeConfig field (decode group)
+
+    def descriptor(self) -> ParameterDescriptor:
+        """The ParameterDescriptor rclpy checks types and ranges against."""
+        d = ParameterDescriptor(description=self.description)
+        if self.int_range is not None:
+            d.integer_range = [IntegerRange(from_value=self.int_range[0],
+                                            to_value=self.int_range[1], step=1)]
+        if self.float_range is not None:
+            d.floating_point_range = [FloatingPointRange(
+                from_value=self.float_range[0], to_value=self.float_range[1], step=0.0)]
+        if self.choices is not None:
+            d.additional_constraints = "one of: " + ", ".join(repr(c) for c in self.choices)
+        return d
+
+
+def _none_if_zero(v: int) -> int | None:
+    return None if v == 0 else v
+
+
+# DecodeConfig field -> (ROS default, description, range, ROS value -> field value)
+_DECODE: dict[str, tuple[Any, str, tuple | None, Callable[[Any], Any]]] = {
+    "block_size": (0, "Answer block size B (tokens decoded in parallel); 0: the "
+                      "checkpoint's own", (0, 256), _none_if_zero),
+    "steps_per_block": (0, "Denoising step budget per block; 0: one step per position",
+                        (0, 1024), _none_if_zero),
+    "threshold": (0.9, "Confidence at which the dynamic, budget and leftmost rules commit a "
+                       "position (0 < threshold <= 1)", (0.0, 1.0), float),
+    "commit_rule": ("low_confidence_dynamic", "Which masked positions each denoising step "
+                                              "commits", None, str),
+    "temperature": (0.0, "Sampling temperature; 0: greedy", (0.0, 10.0), float),
+    "max_new_tokens": (128, "Longest answer in tokens", (1, 4096), int),
+    "seed": (0, "Sampling seed (used when temperature > 0)", (0, _INT32_MAX), int),
+}
+
+# Planning overrides: DecodeConfig field -> (ROS default meaning "as decode.*", description,
+# range, ROS value -> field value)
+_PLAN_DECODE: dict[str, tuple[Any, str, tuple | None, Callable[[Any], Any]]] = {
+    "commit_rule": ("", "Commit rule for planning answers only; empty: decode.commit_rule "
+                        "(low_confidence_leftmost with 8 steps and threshold 0.95 is the fast "
+                        "planning setting, docs/decoding.md)", None, str),
+    "steps_per_block": (-1, "Denoising step budget per block for planning answers only; -1: "
+                            "decode.steps_per_block; 0: one step per position", (-1, 1024),
+                        _none_if_zero),
+    "threshold": (0.0, "Commit threshold for planning answers only; 0: decode.threshold",
+                  (0.0, 1.0), float),
+}
+
+
+def _decode_specs(prefix: str, table: dict, rules: tuple[str, ...]) -> list[ParamSpec]:
+    """The ``prefix.<field>`` parameters of a DecodeConfig field table (decode group);
+    ``rules``: the values a commit_rule parameter takes."""
+    specs = []
+    for field, (default, description, limits, _) in table.items():
+        is_int = isinstance(default, int)
+        specs.append(ParamSpec(
+            f"{prefix}.{field}", default, description, "decode",
+            int_range=limits if is_int and limits else None,
+            float_range=limits if not is_int and isinstance(default, float) else None,
+            choices=rules if field == "commit_rule" else None, field=field))
+    return specs
+
+
+PARAMS: tuple[ParamSpec, ...] = (
+    ParamSpec("autostart", True, "Configure (load + warm up) and activate at start-up; "
+                                 "false: wait for lifecycle transitions", "load"),
+    ParamSpec("checkpoint", "", "Checkpoint directory or preset name (tiny, small, ...); "
+                                "empty: the bundled default model", "load"),
+    ParamSpec("device", "cpu", "torch device: cpu, cuda, cuda:N or mps", "load"),
+    ParamSpec("dtype", "", "Weights dtype; empty: the checkpoint's own", "load",
+              choices=DTYPES),
+    *_decode_specs("decode", _DECODE, COMMIT_RULES),
+    *_decode_specs("planning_decode", _PLAN_DECODE, ("",) + COMMIT_RULES),
+    ParamSpec("backend", DEFAULT_BACKEND, "Decoder backend (wamdiff2_core.decoding.backends): "
+                                 "fast (static KV cache; CUDA graphs on a GPU) or reference "
+                                 "(eager, the ground truth); same tokens", "decode"),
+    ParamSpec("tasks", ["planning", "qa"], "Tasks the node runs: planning (Path + markers "
+                                           "per frame), detection (per planned frame), qa "
+                                           "(answers on ~/input/question)", "live",
+              choices=TASKS),
+    ParamSpec("default_command", "straight", "Navigation command until one arrives on "
+                                             "~/input/command, and after an unknown one",
+              "live", choices=COMMANDS),
+    ParamSpec("image_transport", "raw", "raw: sensor_msgs/Image on ~/input/image; "
+                                        "compressed: CompressedImage on "
+                                        "~/input/image/compressed", "io",
+              choices=IMAGE_TRANSPORTS),
+    ParamSpec("cameras", ["front"], "Camera names; the first one triggers planning. With "
+                                    "several, topics are ~/input/<name>/image", "io"),
+    ParamSpec("camera_qos", "reliable", "reliable: reliable, keep last 1 (delivers full-size "
+                                        "frames over Fast DDS); sensor_data: best effort, "
+                                        "keep last 5", "io", choices=CAMERA_QOS),
+    ParamSpec("max_planning_rate_hz", 0.0, "Plan at most this often; 0: as fast as the "
+                                           "model allows", "live", float_range=(0.0, 100.0)),
+    ParamSpec("max_input_age_s", 1.0, "Drop frames older than this (node clock minus image "
+                                      "stamp) when planning starts; 0: never", "live",
+              float_range=(0.0, 3600.0)),
+    ParamSpec("output_frame", "base_link", "Frame of ego-frame outputs (Path, markers)",
+              "live"),
+    ParamSpec("path_in_odom", False, "Publish the Path in the odometry's frame (e.g. odom), "
+                                     "placed with the odometry pose at the image stamp",
+              "live"),
+    ParamSpec("diagnostics_period_s", 1.0, "Period of the /diagnostics summary", "live",
+              float_range=(0.1, 60.0)),
+)
+SPECS: dict[str, ParamSpec] = {p.name: p for p in PARAMS}
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    """Validated values of every parameter; `decode` is ready for the planner."""
+
+    autostart: bool
+    checkpoint: str | None          # None: the bundled model
+    device: str
+    dtype: str | None
+    decode: DecodeConfig
+    plan_decode: DecodeConfig | None  # planning answers' settings; None: `decode`
+    backend: str
+    tasks: frozenset[str]
+    default_command: str
+    image_transport: str
+    cameras: tuple[str, ...]
+    camera_qos: str
+    max_planning_rate_hz: float
+    max_input_age_s: float
+    output_frame: str
+    path_in_odom: bool
+    diagnostics_period_s: float
+
+
+def _check_choices(spec: ParamSpec, value: Any) -> None:
+    items = value if isinstance(value, (list, tuple)) else [value]
+    for item in items:
+        if spec.choices is not None and item not in spec.choices:
+            raise ValueError(f"{spec.name}: {item!r} is not one of "
+                             f"{', '.join(repr(c) for c in spec.choices)}")
+
+
+def decode_config(values: Mapping[str, Any]) -> DecodeConfig:
+    """The DecodeConfig the `decode.*` values describe; ValueError naming a bad one."""
+    kwargs = {field: to_field(values[f"decode.{field}"])
+              for field, (_, _, _, to_field) in _DECODE.items()}
+    try:
+        return DecodeConfig(**kwargs)
+    except ValueError as exc:
+        raise ValueError(f"decode.{exc}") from None
+
+
+def plan_decode_config(values: Mapping[str, Any], decode: DecodeConfig
+                       ) -> DecodeConfig | None:
+    """``decode`` with the `planning_decode.*` overrides that are set; None when none is."""
+    overrides = {field: to_field(values[f"planning_decode.{field}"])
+                 for field, (unset, _, _, to_field) in _PLAN_DECODE.items()
+                 if values[f"planning_decode.{field}"] != unset}
+    if not overrides:
+        return None
+    try:
+        return replace(decode, **overrides)
+    except ValueError as exc:
+        raise ValueError(f"planning_decode.{exc}") from None
+
+
+def decode_values(decode: DecodeConfig) -> dict[str, Any]:
+    """The `decode.*` parameter values that describe `decode` (the inverse of decode_config)."""
+    values = {field: getattr(decode, field) for field in _DECODE}
+    return {f"decode.{field}": 0 if value is None else value for field, value in values.items()}
+
+
+def node_config(values: Mapping[str, Any]) -> NodeConfig:
+    """A NodeConfig from parameter name -> value (every name in PARAMS); ValueError if invalid.
+
+    The message of the ValueError starts with the parameter's name and says what is wrong.
+    """
+    for spec in PARAMS:
+        _check_choices(spec, values[spec.name])
+    device = values["device"]
+    if not _DEVICE.match(device):
+        raise ValueError(f"device: {device!r} is not cpu, cuda, cuda:N or mps")
+    tasks = list(values["tasks"])
+    if not tasks or len(set(tasks)) != len(tasks):
+        raise ValueError(f"tasks: needs at least one task and no repeats, got {tasks}")
+    cameras = list(values["cameras"])
+    if not cameras or len(set(cameras)) != len(cameras):
+        raise ValueError(f"cameras: needs at least one name and no repeats, got {cameras}")
+    for name in cameras:
+        if not _NAME.match(name):
+            raise ValueError(f"cameras: {name!r} is not a valid topic name token "
+                             "(letters, digits, underscores; starts with a letter)")
+    if not values["output_frame"].strip():
+        raise ValueError("output_frame: must not be empty")
+    decode = decode_config(values)
+    return NodeConfig(
+        autostart=bool(values["autostart"]),
+        checkpoint=values["checkpoint"] or None,
+        device=device,
+        dtype=values["dtype"] or None,
+        decode=decode,
+        plan_decode=plan_decode_config(values, decode),
+        backend=values["backend"],
+        tasks=frozenset(tasks),
+        default_command=values["default_command"],
+        image_transport=values["image_transport"],
+        cameras=tuple(cameras),
+        camera_qos=values["camera_qos"],
+        max_planning_rate_hz=float(values["max_planning_rate_hz"]),
+        max_input_age_s=float(values["max_input_age_s"]),
+        output_frame=values["output_frame"].strip(),
+        path_in_odom=bool(values["path_in_odom"]),
+        diagnostics_period_s=float(values["diagnostics_period_s"]),
+    )
+
+
+def declare(node) -> dict[str, Any]:
+    """Declare every parameter on `node` (overrides from --params-file win); the values.
+
+    Raises rclpy's InvalidParameterValueException / InvalidParameterTypeException when an
+    override is out of range or of the wrong type (the message names the parameter).
+    """
+    declared = node.declare_parameters("", [(p.name, p.default, p.descriptor())
+                                            for p in PARAMS])
+    return {p.name: p.value for p in declared}
+
+
+def groups_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Group -> names of the parameters whose value differs between `old` and `new`."""
+    out: dict[str, list[str]] = {}
+    for spec in PARAMS:
+        if list_or_value(old[spec.name]) != list_or_value(new[spec.name]):
+            out.setdefault(spec.group, []).append(spec.name)
+    return out
+
+
+def list_or_value(value: Any) -> Any:
+    """Array parameters arrive as lists or array.arrays; compare them as lists."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)) or hasattr(value, "tolist"):
+        return list(value)
+    return value

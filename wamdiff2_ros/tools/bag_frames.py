@@ -1,0 +1,202 @@
+"""Camera frames of a bag with what the planner needs at each: command, ego motion, truth.
+
+`FrameTopics.resolve` finds the topics (the simulator layout by default, any bag when the
+camera topic is named) and checks them; `read_frames` walks the bag in log-time order and
+converts messages with the node's own conversions (`wamdiff2_ros.node.images`, `.odometry`), so
+offline evaluation sees exactly what the live node would.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+from nav_msgs.msg import Odometry, Path
+from rclpy.serialization import deserialize_message
+from sensor_msgs.msg import CameraInfo, CompressedImage, Image
+from std_msgs.msg import String
+
+from wamdiff2_core.tasks import COMMANDS
+from wamdiff2_ros.node.bad_input import BadInput
+from wamdiff2_ros.node.images import compressed_to_rgb, image_to_rgb
+from wamdiff2_ros.node.odometry import EgoMotion, OdometryTracker, sample_from_msg
+from wamdiff2_ros.tools.bag_io import BagError, BagReader, header_stamp_ns
+from wamdiff2_ros.tools.bag_layout import CAMERA_TYPES, SIM_TOPICS, TYPES, parse_ground_truth
+
+
+@dataclass(frozen=True)
+class FrameTopics:
+    """The topics one evaluation reads; None where the bag has no such topic."""
+
+    camera: str
+    camera_type: str
+    odometry: str | None = None
+    command: str | None = None
+    gt_path: str | None = None
+    gt_meta: str | None = None
+    camera_info: str | None = None
+    camera_json: str | None = None
+
+    @classmethod
+    def resolve(cls, bag: BagReader, camera: str | None = None, odometry: str | None = None,
+                command: str | None = None, gt_path: str | None = None,
+                gt_meta: str | None = None) -> FrameTopics:
+        """Named topics must exist with the right type; unnamed ones are looked up
+        (simulator names first, else the only topic of the type); BagError otherwise."""
+        if camera is None:
+            camera = _find_camera(bag)
+        camera_type = bag.require_topic(camera, *CAMERA_TYPES).msgtype
+
+        def pick(given: str | None, default: str, msgtype: str, unique: bool) -> str | None:
+            if given is not None:
+                bag.require_topic(given, msgtype)
+                return given
+            if default in bag.topics and bag.topics[default].msgtype == msgtype:
+                return default
+            candidates = bag.topics_of_type(msgtype)
+            return candidates[0] if unique and len(candidates) == 1 else None
+
+        return cls(camera=camera, camera_type=camera_type,
+                   odometry=pick(odometry, SIM_TOPICS.odometry, TYPES["odometry"], True),
+                   command=pick(command, SIM_TOPICS.command, TYPES["string"], False),
+                   gt_path=pick(gt_path, SIM_TOPICS.gt_path, TYPES["path"], False),
+                   gt_meta=pick(gt_meta, SIM_TOPICS.gt_meta, TYPES["string"], False),
+                   camera_info=pick(None, SIM_TOPICS.camera_info, TYPES["camera_info"], True),
+                   camera_json=pick(None, SIM_TOPICS.camera_json, TYPES["string"], False))
+
+    def describe(self) -> dict:
+        return {k: v for k, v in self.__dict__.items()}
+
+
+def _find_camera(bag: BagReader) -> str:
+    if SIM_TOPICS.image in bag.topics:
+        return SIM_TOPICS.image
+    images = bag.topics_of_type(CAMERA_TYPES[0]) or bag.topics_of_type(CAMERA_TYPES[1])
+    if len(images) == 1:
+        return images[0]
+    listing = ", ".join(f"{t.name} ({t.msgtype})" for t in bag.topics.values()) or "none"
+    if not images:
+        raise BagError(f"bag {bag.path} has no camera topic (no sensor_msgs/msg/Image or "
+                       f"CompressedImage; topics: {listing})")
+    raise BagError(f"bag {bag.path} has several camera topics ({', '.join(images)}); name "
+                   "one with --camera-topic")
+
+
+@dataclass(frozen=True)
+class FrameTruth:
+    """Ground truth of one frame: the expert's future and the data set's meta, if recorded."""
+
+    ego_future: np.ndarray | None      # (8, 2) metres, ego frame, t = 0.5..4.0 s
+    meta: dict                         # docs/INTERFACES.md meta keys ({} when absent)
+
+    def record(self, task: str) -> dict:
+        """A data-set record of `task` for the open-loop scorers."""
+        meta = dict(self.meta)
+        if self.ego_future is not None:
+            meta["ego_future"] = self.ego_future.tolist()
+        return {"id": f"{meta.get('stamp_ns', '')}_{task}", "task": task, "meta": meta}
+
+
+@dataclass(frozen=True)
+class BagFrame:
+    """One camera frame and the inputs the planner gets with it."""
+
+    index: int
+    stamp_ns: int                      # header stamp of the camera message
+    log_ns: int                        # when the recorder received it
+    header: object                     # std_msgs/Header (rclpy)
+    rgb: np.ndarray | None             # (H, W, 3) uint8; None when the image was unusable
+    bad_input: BadInput | None         # why rgb is None
+    command: str
+    motion: EgoMotion
+    truth: FrameTruth | None
+
+    @property
+    def stamp_s(self) -> float:
+        return self.stamp_ns * 1e-9
+
+
+def _ground_truth(bag: BagReader, topics: FrameTopics) -> dict[int, FrameTruth]:
+    """Ground truth by header stamp (ns): paths by their header, meta by its stamp_ns."""
+    paths: dict[int, np.ndarray] = {}
+    metas: dict[int, dict] = {}
+    wanted = [t for t in (topics.gt_path, topics.gt_meta) if t]
+    for topic, _, _, raw in bag.messages(wanted):
+        if topic == topics.gt_path:
+            msg = deserialize_message(raw, Path)
+            stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+            paths[stamp] = np.array([[p.pose.position.x, p.pose.position.y]
+                                     for p in msg.poses], dtype=np.float64).reshape(-1, 2)
+        else:
+            try:
+                doc = parse_ground_truth(deserialize_message(raw, String).data)
+            except ValueError:
+                continue        # a String topic of another tool: not ground truth
+            metas[int(doc["stamp_ns"])] = doc
+    truth = {}
+    for stamp in set(paths) | set(metas):
+        future = paths.get(stamp)
+        if future is None and "ego_future" in metas.get(stamp, {}):
+            future = np.asarray(metas[stamp]["ego_future"], dtype=np.float64)
+        truth[stamp] = FrameTruth(future, metas.get(stamp, {}))
+    return truth
+
+
+def camera_document(bag: BagReader, topics: FrameTopics
+                    ) -> tuple[dict | None, CameraInfo | None]:
+    """The recorded camera.json document and the first CameraInfo, where the bag has them."""
+    doc = info = None
+    if topics.camera_json:
+        for _, _, _, raw in bag.messages([topics.camera_json]):
+            try:
+                doc = json.loads(deserialize_message(raw, String).data)
+            except ValueError:
+                doc = None
+            break
+    if topics.camera_info:
+        for _, _, _, raw in bag.messages([topics.camera_info]):
+            info = deserialize_message(raw, CameraInfo)
+            break
+    return doc, info
+
+
+def read_frames(bag: BagReader, topics: FrameTopics, default_command: str = "straight",
+                check_stamps: bool = True) -> Iterator[BagFrame]:
+    """Every camera frame in log-time order with the latest command and ego motion.
+
+    Raises BagError up front (unless `check_stamps` is False: the caller checked with
+    `BagReader.check_stamps`) if the camera's header stamps do not strictly increase. A
+    frame whose image cannot be converted is yielded with `rgb` None and `bad_input` set;
+    odometry the node would reject (non-finite, out of order) is skipped the same way.
+    """
+    if check_stamps:
+        bag.check_stamps([topics.camera], strict=[topics.camera])
+    truth = _ground_truth(bag, topics)
+    tracker = OdometryTracker()
+    command = default_command
+    msg_class = Image if topics.camera_type == TYPES["image"] else CompressedImage
+    to_rgb = image_to_rgb if msg_class is Image else compressed_to_rgb
+    wanted = [t for t in (topics.camera, topics.odometry, topics.command) if t]
+    index = 0
+    for topic, _, log_ns, raw in bag.messages(wanted):
+        if topic == topics.odometry:
+            try:
+                tracker.update(sample_from_msg(deserialize_message(raw, Odometry)))
+            except BadInput:
+                pass
+        elif topic == topics.command and topic != topics.camera:
+            text = deserialize_message(raw, String).data.strip().lower()
+            command = text if text in COMMANDS else default_command
+        elif topic == topics.camera:
+            msg = deserialize_message(raw, msg_class)
+            rgb, bad = None, None
+            try:
+                rgb = to_rgb(msg)
+            except BadInput as exc:
+                bad = exc
+            stamp = header_stamp_ns(raw)
+            yield BagFrame(index=index, stamp_ns=stamp, log_ns=log_ns, header=msg.header,
+                           rgb=rgb, bad_input=bad, command=command, motion=tracker.motion(),
+                           truth=truth.get(stamp))
+            index += 1

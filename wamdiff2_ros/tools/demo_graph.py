@@ -1,0 +1,190 @@
+"""The live side of `wamdiff2 demo`: the planner node as a subprocess, and a recorder.
+
+`NodeProcess` starts the installed `planner_node` (the package's params file plus `-p`
+overrides) on a ROS_DOMAIN_ID of its own; `OutputRecorder` subscribes to the node's outputs
+and /diagnostics as raw CDR bytes (nothing is re-serialised on the way to the bag).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from wamdiff2_ros.tools.bag_layout import NODE_NAME, TYPES, OutputTopics
+
+PACKAGE = "wamdiff2_ros"
+PARAMS_FILE = "wamdiff2.yaml"
+
+
+class DemoError(Exception):
+    """The demo could not run: one sentence (the node's log tail may follow)."""
+
+
+def find_params_file() -> Path:
+    """The node's params file: the installed package share, else the source checkout's."""
+    candidates = [Path(sys.prefix) / "share" / PACKAGE / "config" / PARAMS_FILE,
+                  Path(__file__).resolve().parents[2] / "config" / PARAMS_FILE]
+    try:
+        from ament_index_python.packages import get_package_share_directory
+        candidates.insert(0, Path(get_package_share_directory(PACKAGE)) / "config" /
+                          PARAMS_FILE)
+    except Exception:  # noqa: BLE001 - no ament index here (pip install without ROS env)
+        pass
+    for path in candidates:
+        if path.is_file():
+            return path
+    raise FileNotFoundError(f"no {PARAMS_FILE} found (looked in "
+                            f"{', '.join(str(c.parent) for c in candidates)})")
+
+
+def node_command() -> list[str]:
+    """How to start the node: the `planner_node` console script next to this Python, else
+    the module (the same `main`)."""
+    script = Path(sys.executable).parent / "planner_node"
+    if script.exists():
+        return [str(script)]
+    found = shutil.which("planner_node")
+    return [found] if found else [sys.executable, "-m", "wamdiff2_ros.node.planner_node"]
+
+
+def ros_value(value: Any) -> str:
+    """A Python value as a `-p name:=value` argument."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(str(v) for v in value) + "]"
+    return str(value)
+
+
+class NodeProcess:
+    """`planner_node --ros-args --params-file FILE -p k:=v ...`, logging to `log_path`."""
+
+    def __init__(self, domain_id: int, log_path: Path, overrides: dict[str, Any],
+                 params_file: Path | None = None, env: dict[str, str] | None = None):
+        params_file = params_file or find_params_file()
+        self.cmd = [*node_command(), "--ros-args", "--params-file", str(params_file)]
+        for name, value in overrides.items():
+            self.cmd += ["-p", f"{name}:={ros_value(value)}"]
+        full_env = dict(os.environ, ROS_DOMAIN_ID=str(domain_id), PYTHONUNBUFFERED="1",
+                        RCUTILS_LOGGING_BUFFERED_STREAM="0", **(env or {}))
+        self.log_path = log_path
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(log_path, "w")
+        self.proc = subprocess.Popen(self.cmd, stdout=self._log, stderr=subprocess.STDOUT,
+                                     env=full_env, start_new_session=True)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def log_tail(self, lines: int = 15) -> str:
+        self._log.flush()
+        text = self.log_path.read_text(errors="replace").splitlines()
+        return "\n".join(text[-lines:])
+
+    def stop(self, timeout_s: float = 30.0) -> int:
+        """SIGINT (the node's clean shutdown), then SIGKILL after `timeout_s`; exit code."""
+        if self.alive():
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self._log.close()
+        return self.proc.returncode
+
+
+@dataclass(frozen=True)
+class Received:
+    """One message the recorder got."""
+
+    topic: str
+    msgtype: str
+    at: float              # time.monotonic() on arrival
+    raw: bytes
+
+
+class OutputRecorder:
+    """Raw subscriptions to the node's path, markers and /diagnostics, spun in a thread."""
+
+    def __init__(self, node, executor, node_name: str = NODE_NAME):
+        from diagnostic_msgs.msg import DiagnosticArray
+        from nav_msgs.msg import Path as PathMsg
+        from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+        from visualization_msgs.msg import MarkerArray
+
+        topics = OutputTopics(node_name)
+        qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=50,
+                         reliability=ReliabilityPolicy.RELIABLE)
+        self._lock = threading.Lock()
+        self.received: list[Received] = []
+        self.events = threading.Condition(self._lock)
+        for topic, cls, msgtype in ((topics.path, PathMsg, TYPES["path"]),
+                                    (topics.markers, MarkerArray, TYPES["markers"]),
+                                    ("/diagnostics", DiagnosticArray, TYPES["diagnostics"])):
+            node.create_subscription(cls, topic, lambda raw, t=topic, m=msgtype:
+                                     self._record(t, m, raw), qos, raw=True)
+        self._executor = executor
+        self._executor.add_node(node)
+        self._thread = threading.Thread(target=self._spin, daemon=True)
+        self._thread.start()
+
+    def _spin(self) -> None:
+        try:
+            self._executor.spin()
+        except Exception:  # noqa: BLE001 - the context shut down under us
+            pass
+
+    def _record(self, topic: str, msgtype: str, raw: bytes) -> None:
+        with self.events:
+            self.received.append(Received(topic, msgtype, time.monotonic(), bytes(raw)))
+            self.events.notify_all()
+
+    def messages(self, topic: str | None = None) -> list[Received]:
+        with self._lock:
+            return [r for r in self.received if topic is None or r.topic == topic]
+
+    def wait(self, predicate, timeout_s: float) -> bool:
+        """Wait until `predicate()` is true (checked on every message and every 0.1 s)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if predicate():
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            with self.events:
+                self.events.wait(min(0.1, remaining))
+
+    def close(self) -> None:
+        self._executor.shutdown(timeout_sec=1.0)
+        self._thread.join(5.0)
+
+
+def node_state(raw: bytes) -> str | None:
+    """The `state` value of a /diagnostics message from the planner node, if it has one."""
+    from diagnostic_msgs.msg import DiagnosticArray
+    from rclpy.serialization import deserialize_message
+
+    msg = deserialize_message(raw, DiagnosticArray)
+    for status in msg.status:
+        for kv in status.values:
+            if kv.key == "state":
+                return kv.value
+    return None
+
+
+def diagnostics_values(raw: bytes) -> dict[str, str]:
+    """Key/values of the first status of a /diagnostics message."""
+    from diagnostic_msgs.msg import DiagnosticArray
+    from rclpy.serialization import deserialize_message
+
+    msg = deserialize_message(raw, DiagnosticArray)
+    return {kv.key: kv.value for kv in msg.status[0].values} if msg.status else {}

@@ -1,0 +1,278 @@
+"""`wamdiff2 bench node`: image -> Path latency through the node next to the bare planner.
+
+Both numbers come from one run, on the same simulator frames and the same decoding
+settings, frame by frame: `Planner.plan` in this process, then the `planner_node` executable
+(started with the params file) fed that frame over DDS, timed from just before `publish` to
+the arrival of the Path stamped with that frame. Frames go one at a time, so the numbers
+are latency, not queueing. A model whose answer does not parse publishes no Path; those
+frames are timed to the node's markers for that frame instead and reported separately.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wamdiff2_core.decoding.config import DEFAULT_BACKEND
+from wamdiff2_core.tasks import AnswerParseError
+from wamdiff2_core.types import Observation
+from wamdiff2_ros.node import params
+
+NODE = "/wamdiff2_planner"
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    checkpoint: str | None           # None: the bundled model
+    decode: Any                      # DecodeConfig, shared by both measurements
+    backend: str = DEFAULT_BACKEND
+    device: str = "cpu"
+    dtype: str | None = None
+    frames: int = 20
+    warmup_frames: int = 2
+    width: int = 640
+    height: int = 360
+    domain_id: int = 0               # 0: derived from the process id
+    params_file: Path | None = None  # None: the package's config/wamdiff2.yaml
+    timeout_s: float = 300.0
+
+
+@dataclass
+class BenchResult:
+    planner_ms: list[float] = field(default_factory=list)
+    node_path_ms: list[float] = field(default_factory=list)       # frames that gave a Path
+    node_result_ms: list[float] = field(default_factory=list)     # every frame, to markers
+    planner_parse_failures: int = 0
+    frames: int = 0
+
+    def summary(self) -> dict:
+        def pct(xs):
+            return {"p50": float(np.percentile(xs, 50)), "p95": float(np.percentile(xs, 95)),
+                    "n": len(xs)} if xs else {"p50": None, "p95": None, "n": 0}
+        return {"frames": self.frames, "planner_ms": pct(self.planner_ms),
+                "node_image_to_path_ms": pct(self.node_path_ms),
+                "node_image_to_markers_ms": pct(self.node_result_ms),
+                "planner_parse_failures": self.planner_parse_failures}
+
+    def table(self) -> str:
+        s = self.summary()
+        rows = [("bare Planner.plan()", s["planner_ms"]),
+                ("node: image -> Path", s["node_image_to_path_ms"]),
+                ("node: image -> markers", s["node_image_to_markers_ms"])]
+        lines = [f"{'':26s}{'p50 ms':>10s}{'p95 ms':>10s}{'frames':>8s}"]
+        for name, p in rows:
+            if p["n"]:
+                lines.append(f"{name:26s}{p['p50']:10.1f}{p['p95']:10.1f}{p['n']:8d}")
+            else:
+                lines.append(f"{name:26s}{'-':>10s}{'-':>10s}{0:8d}")
+        if not s["node_image_to_path_ms"]["n"]:
+            lines.append("no Path was published: the model's answers did not parse (an "
+                         "untrained preset?); image -> markers times the same work")
+        return "\n".join(lines)
+
+
+def default_params_file() -> Path:
+    """config/wamdiff2.yaml: installed share directory first, then the source tree."""
+    try:
+        from ament_index_python.packages import get_package_share_directory
+        installed = Path(get_package_share_directory("wamdiff2_ros")) / "config" / \
+            "wamdiff2.yaml"
+        if installed.exists():
+            return installed
+    except Exception:  # noqa: BLE001 - no ament index: a source checkout
+        pass
+    return Path(__file__).resolve().parents[2] / "config" / "wamdiff2.yaml"
+
+
+def bench_frames(count: int, width: int, height: int) -> list[np.ndarray]:
+    """Front-camera frames of a simulated highway episode, (H, W, 3) uint8 RGB."""
+    from wamdiff2_core.sim.camera import CameraConfig
+    from wamdiff2_core.sim.renderer import CameraRenderer
+    from wamdiff2_core.sim.world import World
+
+    world = World("highway", seed=0)
+    frames = []
+    with CameraRenderer(CameraConfig(width=width, height=height), world.lanes) as renderer:
+        for _ in range(count):
+            frames.append(renderer.render(world.ego_state(), world.others(150.0)).rgb)
+            world.step()
+    return frames
+
+
+class _BarePlanner:
+    """Planner.plan in this process, timed (a malformed answer still costs a full decode)."""
+
+    def __init__(self, cfg: BenchConfig):
+        from wamdiff2_core.planner import Planner  # torch and transformers load here
+
+        self._observation, self._parse_error = Observation, AnswerParseError
+        self.planner = Planner.from_pretrained(cfg.checkpoint, decode=cfg.decode,
+                                               device=cfg.device, dtype=cfg.dtype,
+                                               backend=cfg.backend)
+        self.planner.warmup()
+
+    def time_plan(self, rgb: np.ndarray) -> tuple[float, bool]:
+        """(milliseconds, whether the answer parsed), planned on a thread of its own.
+
+        The node plans on a worker thread; torch's CPU thread pool behaves differently on
+        the main thread (much slower on a loaded machine), so the bare planner gets a
+        worker thread too and the difference left is the ROS layer.
+        """
+        out: list[tuple[float, bool]] = []
+
+        def work() -> None:
+            start = time.perf_counter()
+            try:
+                self.planner.plan(self._observation(images=[rgb]))
+                parsed = True
+            except self._parse_error:
+                parsed = False
+            out.append(((time.perf_counter() - start) * 1e3, parsed))
+
+        thread = threading.Thread(target=work, name="bench-planner")
+        thread.start()
+        thread.join()
+        return out[0]
+
+
+def _node_command(cfg: BenchConfig) -> list[str]:
+    exe = Path(sys.executable).parent / "planner_node"
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "wamdiff2_ros.node.planner_node"]
+    overrides = {"checkpoint": cfg.checkpoint or "", "device": cfg.device,
+                 "dtype": cfg.dtype or "", "backend": cfg.backend, "tasks": "[planning]",
+                 **params.decode_values(cfg.decode)}
+    cmd += ["--ros-args", "--params-file", str(cfg.params_file or default_params_file())]
+    for name, value in overrides.items():
+        cmd += ["-p", f"{name}:={value if value != '' else repr('')}"]
+    return cmd
+
+
+class _Client:
+    """Publishes frames to the node and notes when each stamped Path / MarkerArray arrives."""
+
+    def __init__(self, domain_id: int):
+        import rclpy
+        from nav_msgs.msg import Path as PathMsg
+        from rclpy.context import Context
+        from rclpy.executors import SingleThreadedExecutor
+        from rclpy.qos import QoSProfile, ReliabilityPolicy
+        from sensor_msgs.msg import Image
+        from visualization_msgs.msg import MarkerArray
+
+        self._rclpy = rclpy
+        self.context = Context()
+        rclpy.init(context=self.context, domain_id=domain_id)
+        self.node = rclpy.create_node("wamdiff2_bench", context=self.context)
+        self.arrived: dict[str, dict[int, float]] = {"path": {}, "markers": {}}
+        self._lock = threading.Lock()
+        reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+        self.pub = self.node.create_publisher(
+            Image, f"{NODE}/input/image", QoSProfile(depth=1,
+                                                     reliability=ReliabilityPolicy.RELIABLE))
+        self.node.create_subscription(PathMsg, f"{NODE}/output/path",
+                                      lambda m: self._note("path", m.header.stamp), reliable)
+        self.node.create_subscription(MarkerArray, f"{NODE}/output/markers",
+                                      lambda m: self._note_markers(m), reliable)
+        self._executor = SingleThreadedExecutor(context=self.context)
+        self._executor.add_node(self.node)
+        self._thread = threading.Thread(target=self._spin, daemon=True)
+        self._thread.start()
+
+    def _spin(self) -> None:
+        try:
+            self._executor.spin()
+        except Exception:  # noqa: BLE001 - shut down under us
+            pass
+
+    def _note(self, key: str, stamp) -> None:
+        with self._lock:
+            self.arrived[key].setdefault(stamp.sec * 10**9 + stamp.nanosec, time.perf_counter())
+
+    def _note_markers(self, msg) -> None:
+        for m in msg.markers:
+            if m.ns == "wamdiff2/status":
+                self._note("markers", m.header.stamp)
+
+    def arrival(self, key: str, stamp_ns: int) -> float | None:
+        with self._lock:
+            return self.arrived[key].get(stamp_ns)
+
+    def close(self) -> None:
+        self._executor.shutdown(timeout_sec=1.0)
+        self.node.destroy_node()
+        self._rclpy.try_shutdown(context=self.context)
+
+
+def _wait(predicate, timeout: float, what: str, proc: subprocess.Popen, log):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        if proc.poll() is not None:
+            log.seek(0)
+            raise RuntimeError(f"planner_node exited with {proc.returncode} while waiting "
+                               f"for {what}:\n{log.read()[-2000:]}")
+        time.sleep(0.002)
+    raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def run_bench(cfg: BenchConfig) -> BenchResult:
+    """Time each frame through the bare planner, then through the node, frame by frame.
+
+    Interleaving keeps both measurements under the same machine load; the first
+    `warmup_frames` frames are not timed.
+    """
+    from sensor_msgs.msg import Image
+
+    frames = bench_frames(cfg.frames + cfg.warmup_frames, cfg.width, cfg.height)
+    result = BenchResult(frames=cfg.frames)
+    bare = _BarePlanner(cfg)
+    domain = cfg.domain_id or 1 + os.getpid() % 101
+    env = dict(os.environ, ROS_DOMAIN_ID=str(domain))
+    log = tempfile.TemporaryFile("w+")
+    proc = subprocess.Popen(_node_command(cfg), env=env, stdout=log, stderr=subprocess.STDOUT,
+                            text=True)
+    client = _Client(domain)
+    try:
+        _wait(lambda: client.pub.get_subscription_count() > 0, cfg.timeout_s,
+              "the node to load, warm up and subscribe", proc, log)
+        for i, rgb in enumerate(frames):
+            timed = i >= cfg.warmup_frames
+            planner_ms, parsed = bare.time_plan(rgb)
+            if timed:
+                result.planner_ms.append(planner_ms)
+                result.planner_parse_failures += not parsed
+            msg = Image(height=rgb.shape[0], width=rgb.shape[1], encoding="rgb8",
+                        step=rgb.shape[1] * 3)
+            msg.data = rgb.tobytes()
+            now_ns = client.node.get_clock().now().nanoseconds
+            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(now_ns, 10**9)
+            msg.header.frame_id = "camera_front"
+            start = time.perf_counter()
+            client.pub.publish(msg)
+            markers_at = _wait(lambda: client.arrival("markers", now_ns), cfg.timeout_s,
+                               f"the node's result for frame {i}", proc, log)
+            path_at = client.arrival("path", now_ns)
+            if timed:
+                result.node_result_ms.append((markers_at - start) * 1e3)
+                if path_at is not None:
+                    result.node_path_ms.append((path_at - start) * 1e3)
+    finally:
+        client.close()
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+    return result
