@@ -25,8 +25,8 @@ Step = Callable[[], object]
 
 
 def eager(fn: Step, **_) -> Step:
-    # inference mode (no version counters, no autograd bookkeeping): ~10-15% less per-op
-    # overhead than no_grad, which is most of a small model's eager step
+    # inference mode (no version counters, no autograd bookkeeping): less per-op overhead
+    # than no_grad, which is most of a small model's eager step
     return torch.inference_mode()(fn)
 
 
