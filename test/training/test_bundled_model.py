@@ -48,7 +48,7 @@ def test_bundle_is_a_small_block_32_diffusion_checkpoint():
 def test_its_ar_teacher_is_shipped_beside_it(planner):
     """`bench decode`, with no arguments, compares the bundle with this AR checkpoint: the
     same shape and tokenizer, next-token decoding."""
-    from wamdiff2_core.decoding.cli import AR_TEACHER_SUBDIR
+    from wamdiff2_core.apps.bench.cli import AR_TEACHER_SUBDIR
     from wamdiff2_core.model.modeling import Wamdiff2Model
 
     teacher = Wamdiff2Model.from_pretrained(BUNDLED / AR_TEACHER_SUBDIR)
@@ -63,8 +63,8 @@ def test_its_held_out_prompts_are_the_benchmarks_own_episodes():
     """<bundle>/heldout holds the planning frames `bench decode` would otherwise generate
     (seed 4242, never trained on): regenerating the first episode gives the same prompts
     and ground truth."""
-    from wamdiff2_core.decoding.bench import data_samples, generated_samples
-    from wamdiff2_core.decoding.cli import HELDOUT_SUBDIR
+    from wamdiff2_core.apps.bench.decode import data_samples, generated_samples
+    from wamdiff2_core.apps.bench.cli import HELDOUT_SUBDIR
 
     shipped = data_samples(BUNDLED / HELDOUT_SUBDIR, 4)
     fresh = generated_samples(4)

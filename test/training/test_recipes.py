@@ -69,6 +69,9 @@ def test_a_task_weight_for_a_task_without_records_is_an_error(toy_data, tmp_path
     recipe = build_recipe({}, tiny_overrides(toy_data, tmp_path) + ["data.task_weights.lidar=2"])
     with pytest.raises(RecipeError, match="names task 'lidar'"):
         Trainer(recipe, log=lambda *a: None)
+    only = build_recipe({}, tiny_overrides(toy_data, tmp_path / "b")
+                        + ["data.tasks=[qa]", "data.task_weights.planning=2"])
+    assert Trainer(only, log=lambda *a: None).order.mix() == {"qa": 1.0}   # left out: fine
 
 
 def test_max_pixels_sets_the_image_budget_of_the_trained_model(toy_data, tmp_path):

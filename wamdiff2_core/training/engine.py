@@ -150,7 +150,9 @@ class Trainer:
                                   recipe.data.max_answer_tokens, t.loss_norm)
         kept = self.batches.samples
         tasks = sorted({s.task for s in kept})
-        unknown = sorted(set(recipe.data.task_weights) - set(tasks))
+        left_out = (lambda task: bool(recipe.data.tasks) and task not in recipe.data.tasks)
+        unknown = sorted(t for t in recipe.data.task_weights
+                         if t not in tasks and not left_out(t))     # a typo, not data.tasks
         if unknown:
             raise RecipeError(f"data.task_weights names task '{unknown[0]}' but the kept "
                               f"records are of tasks {tasks}")
