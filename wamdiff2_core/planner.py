@@ -6,6 +6,7 @@ so callers decide on the fallback.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -29,6 +30,10 @@ __all__ = ["AnswerResult", "DetectResult", "Observation", "PlanResult", "Planner
 
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
           "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+
+#: The least answer budget of a detection answer: 10 boxes of the bundled tokenizer (~32
+#: tokens each; the simulator's frames show up to 9 boxes), while plans need ~90 tokens.
+DETECTION_MAX_NEW_TOKENS = 320
 
 
 def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
@@ -179,11 +184,18 @@ class Planner:
             raise result
         return result
 
+    @property
+    def detection_decode(self) -> DecodeConfig:
+        """The settings detection answers are decoded with: ``decode`` with an answer budget
+        of at least ``DETECTION_MAX_NEW_TOKENS`` (a box costs ~32 tokens)."""
+        budget = max(self.decode.max_new_tokens, DETECTION_MAX_NEW_TOKENS)
+        return replace(self.decode, max_new_tokens=budget)
+
     def detect(self, images: list) -> DetectResult:
         """2-D boxes (pixels of the first image) of the objects the model sees."""
         width, height = to_pil(images[0]).size
         texts, stats = self.generate([tasks.detection_prompt()], [images],
-                                     language=tasks.detection_language())
+                                     self.detection_decode, tasks.detection_language())
         return DetectResult(tasks.parse_detections(texts[0], width, height), texts[0], stats)
 
     def answer(self, images: list, question: str,

@@ -1,9 +1,12 @@
 """Data order and batches: deterministic, task-grouped, sharded without overlap."""
 import pytest
+import torch
 
 from wamdiff2_core.model.modeling import Wamdiff2Model
 from wamdiff2_core.training.config import RecipeError
-from wamdiff2_core.training.data import BatchMaker, GlobalOrder, load_samples, shard
+from wamdiff2_core.training.data import (
+    BatchMaker, GlobalOrder, group_keys, key_task, load_samples, shard,
+)
 
 
 def test_task_grouped_batches_cover_the_epoch_one_task_each():
@@ -21,6 +24,44 @@ def test_task_grouped_batches_cover_the_epoch_one_task_each():
     assert [again.indices(s) for s in range(9)] == [order.indices(s) for s in range(9)]
     assert order.indices(per_epoch) != order.indices(0) or order.indices(
         per_epoch + 1) != order.indices(1)                       # a new epoch reshuffles
+
+
+def test_task_weights_set_each_tasks_share_of_the_steps():
+    keys = ["planning"] * 40 + ["detection"] * 40 + ["qa"] * 40
+    plain = GlobalOrder(len(keys), 4, seed=3, group_by=keys)
+    same = GlobalOrder(len(keys), 4, seed=3, group_by=keys,
+                       weights={"planning": 1.0, "qa": 1})
+    assert [same.indices(s) for s in range(40)] == [plain.indices(s) for s in range(40)]
+    weighted = GlobalOrder(len(keys), 4, seed=3, group_by=keys,
+                           weights={"detection": 2.5, "qa": 0.5})
+    assert weighted.batches_per_epoch() == 10 + 25 + 5
+    mix = weighted.mix()
+    assert mix == {"detection": 25 / 40, "planning": 10 / 40, "qa": 5 / 40}
+    epoch = [i for s in range(40) for i in weighted.indices(s)]
+    detection = [i for i in epoch if keys[i] == "detection"]
+    assert set(detection) == {i for i, k in enumerate(keys) if k == "detection"}
+    assert len({i for i in epoch if keys[i] == "qa"}) == 20     # half the qa records ...
+    qa_next = {i for s in range(40, 80) for i in weighted.indices(s) if keys[i] == "qa"}
+    assert qa_next != {i for i in epoch if keys[i] == "qa"}      # ... another half next epoch
+    with pytest.raises(ValueError, match="must be > 0"):
+        GlobalOrder(len(keys), 4, seed=3, group_by=keys, weights={"qa": 0})
+    with pytest.raises(ValueError, match="group_by"):
+        GlobalOrder(len(keys), 4, seed=3, weights={"qa": 2})
+
+
+def test_length_buckets_keep_long_and_short_answers_apart(toy_data):
+    samples = load_samples(toy_data)
+    ids = [[0] * n for n in (2, 30, 40, 2, 70, 95)] * 3
+    samples = (samples * 2)[:len(ids)]
+    assert group_keys(samples, ids) == [s.task for s in samples]
+    keys = group_keys(samples, ids, 32)
+    assert keys[:6] == [(samples[i].task, b) for i, b in enumerate((0, 0, 1, 0, 2, 2))]
+    assert {key_task(k) for k in keys} == {s.task for s in samples}
+    order = GlobalOrder(len(keys), 2, seed=0, group_by=keys,
+                        weights={k: 2.0 for k in keys if key_task(k) == "detection"})
+    for step in range(order.batches_per_epoch()):
+        assert len({keys[i] for i in order.indices(step)}) == 1
+    assert sum(order.mix().values()) == pytest.approx(1.0)
 
 
 def test_ungrouped_order_and_positions():
@@ -49,9 +90,10 @@ def test_samples_and_batches(toy_data):
     row = batch.answers[1, :batch.lengths[1]].tolist()
     text = samples[2].answer
     assert model.processor.decode_answer(row) == text and row[-1] == eoa
-    assert maker.dropped == 0
+    assert maker.dropped == 0 and maker.dropped_by_task == {}
     short = BatchMaker(samples, model.processor, 8, 16)
     assert short.dropped > 0 and all(len(a) <= 16 for a in short.answer_ids)
+    assert sum(short.dropped_by_task.values()) == short.dropped
 
 
 def test_bad_data_is_a_recipe_error(tmp_path, toy_data):
@@ -62,3 +104,21 @@ def test_bad_data_is_a_recipe_error(tmp_path, toy_data):
                                          '{"from": "gpt", "value": "yo"}]}]')
     with pytest.raises(RecipeError, match="missing image"):
         load_samples(tmp_path)
+
+
+def test_task_loss_norm_weighs_every_answer_token_of_a_task_alike(toy_data):
+    """With loss_norm "task" a row's normaliser is its task's mean answer length, so the
+    first token of a 2-token answer weighs what the first token of a 200-token one does."""
+    samples = load_samples(toy_data)
+    model = Wamdiff2Model.from_preset("tiny", block_size=1)
+    own = BatchMaker(samples, model.processor, 1, 128)
+    task = BatchMaker(samples, model.processor, 1, 128, loss_norm="task")
+    batch = own.make([0, 1, 2], [0, 1, 2])
+    assert torch.equal(batch.loss_norm, batch.lengths.float())
+    for i, s in enumerate(task.samples):
+        same = [len(a) for a, t in zip(task.answer_ids, task.samples) if t.task == s.task]
+        assert task.norms[i] == pytest.approx(sum(same) / len(same))
+    rows = task.make(list(range(len(samples))), list(range(len(samples))))
+    assert rows.loss_norm.tolist() == pytest.approx(task.norms)
+    with pytest.raises(ValueError, match="loss_norm"):
+        BatchMaker(samples, model.processor, 1, 128, loss_norm="tokens")

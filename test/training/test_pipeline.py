@@ -66,3 +66,57 @@ def test_shipped_pipeline_one_step_per_stage(tmp_path, toy_data):
     assert model.fields.block_size == 32
     teacher = Wamdiff2Model.from_pretrained(tmp_path / "teacher_block32" / "final")
     assert teacher.num_parameters() > 2 * model.num_parameters()
+
+
+def test_bundle_plan_trains_the_bundle_and_its_ar_teacher_from_one_checkpoint(tmp_path):
+    """pipeline_bundle.yaml (the model card's command): an AR stage 0 and a block-32 stage,
+    both from the checkpoint given as --preset; every detection answer of the simulator's
+    frames (up to 288 tokens) fits, and the task mix is stated in the recipes."""
+    from wamdiff2_core.training.pipeline import stage_overrides
+
+    plan = load_plan("pipeline_bundle.yaml")
+    assert [s.name for s in plan.stages] == ["stage0_ar", "block32_ft"]
+    assert plan.final == "block32_ft"
+    values = {"preset": "runs/prev", "teacher_preset": "small", "data": "d", "out": "o"}
+    recipes = {}
+    for stage in plan.stages:
+        path = find_recipe(stage.recipe)
+        recipes[stage.name] = load_recipe(path, stage_overrides(
+            stage, values, tmp_path, 1.0, load_recipe(path).train.steps))
+    teacher, bundle = recipes["stage0_ar"], recipes["block32_ft"]
+    assert (teacher.objective, teacher.model.paradigm) == ("ar", "ar")
+    assert (bundle.objective, bundle.model.block_size) == ("diffusion", 32)
+    for recipe in recipes.values():
+        assert recipe.model.init == "runs/prev"
+        assert recipe.data.max_answer_tokens >= 288 and recipe.train.loss_norm == "task"
+        assert set(recipe.data.task_weights) == {"planning", "detection", "qa"}
+        assert recipe.data.length_bucket > 0
+
+
+@pytest.mark.slow  # two processes start, load and train twice: ~1 minute on the CI machine
+def test_pipeline_under_torchrun_trains_every_stage_once(tmp_path, toy_data):
+    """Two processes (torchrun, DDP) run the stages together; rank 0 alone logs and writes
+    the pipeline's final copy."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(MINI_PLAN.split("  - {name: b8")[0].replace("final: distill",
+                                                                  "final: b4"))
+    out = tmp_path / "out"
+    torchrun = Path(sys.executable).parent / "torchrun"
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    args = ["--plan", str(plan), "--preset", "tiny", "--data", str(toy_data), "--out",
+            str(out), "--steps-scale", "0.001", "train.threads=1",
+            "train.global_batch=4", "train.micro_batch=2"] + FAST[:3] + ["data.limit=8"]
+    proc = subprocess.run([str(torchrun), "--nproc_per_node", "2", "--master_port",
+                           str(29600 + os.getpid() % 1000), "-m", "wamdiff2_core.cli",
+                           "pipeline"] + args, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.count("pipeline: final model") == 1
+    assert proc.stdout.count("stage 2/2 b4") == 1
+    model = Wamdiff2Model.from_pretrained(out / "final")
+    assert model.fields.block_size == 4

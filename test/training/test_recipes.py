@@ -3,6 +3,8 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from PIL import Image
+
 from conftest import tiny_overrides
 
 from wamdiff2_core.apps.cli import main
@@ -34,6 +36,60 @@ def test_overrides_are_dotted_and_typed():
                           "distill.teacher_block_size=8", "output.tensorboard=false"])
     assert r.optim.lr == 1e-4 and r.train.steps == 7 and r.data.tasks == ("planning", "qa")
     assert r.distill.teacher_block_size == 8 and r.output.tensorboard is False
+
+
+def test_task_weights_and_image_budget_are_recipe_keys(toy_data, tmp_path):
+    r = build_recipe({"data": {"task_weights": {"detection": 2}}},
+                     ["data.task_weights.qa=0.5", "model.max_pixels=61440"])
+    assert r.data.task_weights == {"detection": 2.0, "qa": 0.5}
+    assert r.model.max_pixels == 61440
+    assert build_recipe({}, ["data.task_weights={planning: 3}"]).data.task_weights == \
+        {"planning": 3.0}
+    with pytest.raises(RecipeError, match="must be a mapping"):
+        build_recipe({}, ["data.task_weights=2"])
+    with pytest.raises(RecipeError, match="unknown recipe key 'data.tasks.qa'"):
+        build_recipe({}, ["data.tasks.qa=1"])
+    base = tiny_overrides(toy_data, tmp_path)
+    for weight in ("0", "inf", "nan"):
+        with pytest.raises(RecipeError, match="data.task_weights must be finite and > 0"):
+            validate(build_recipe({}, base + [f"data.task_weights.qa={weight}"]))
+    with pytest.raises(RecipeError, match="need data.group_by_task"):
+        validate(build_recipe({}, base + ["data.task_weights.qa=2",
+                                          "data.group_by_task=false"]))
+    with pytest.raises(RecipeError, match="model.max_pixels"):
+        validate(build_recipe({}, base + ["model.max_pixels=-1"]))
+    with pytest.raises(RecipeError, match="train.loss_norm must be one of"):
+        validate(build_recipe({}, base + ["train.loss_norm=tokens"]))
+    with pytest.raises(RecipeError, match=r"data.length_bucket must be an integer in \[0, "):
+        validate(build_recipe({}, base + ["data.length_bucket=-2"]))
+
+
+def test_a_task_weight_for_a_task_without_records_is_an_error(toy_data, tmp_path):
+    from wamdiff2_core.training.engine import Trainer
+
+    recipe = build_recipe({}, tiny_overrides(toy_data, tmp_path) + ["data.task_weights.lidar=2"])
+    with pytest.raises(RecipeError, match="names task 'lidar'"):
+        Trainer(recipe, log=lambda *a: None)
+    only = build_recipe({}, tiny_overrides(toy_data, tmp_path / "b")
+                        + ["data.tasks=[qa]", "data.task_weights.planning=2"])
+    assert Trainer(only, log=lambda *a: None).order.mix() == {"qa": 1.0}   # left out: fine
+
+
+def test_max_pixels_sets_the_image_budget_of_the_trained_model(toy_data, tmp_path):
+    from wamdiff2_core.model.modeling import Wamdiff2Model
+    from wamdiff2_core.training.engine import train
+
+    recipe = build_recipe({}, tiny_overrides(toy_data, tmp_path / "a", "ar")
+                          + ["train.steps=1", "model.max_pixels=61440"])
+    final = train(recipe, log=lambda *a: None)
+    model = Wamdiff2Model.from_pretrained(final)
+    assert model.processor.config.max_pixels == 61440
+    grid = model.processor.process_images([Image.new("RGB", (320, 180))])["image_grid_thw"]
+    assert grid.tolist() == [[1, 12, 20]]                     # 320x192: every pixel kept
+    again = build_recipe({}, tiny_overrides(toy_data, tmp_path / "b", "diffusion",
+                                            init=str(final)) + ["train.steps=1"])
+    assert Wamdiff2Model.from_pretrained(train(again, log=lambda *a: None)) \
+        .processor.config.max_pixels == 61440                 # a checkpoint keeps its own
 
 
 @pytest.mark.parametrize("override,key", [("optim.learning_rate=1", "optim.learning_rate"),

@@ -13,6 +13,7 @@ image preprocessing from the checkpoint's files (``preprocess.read_processor_con
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 from typing import Any, Mapping
@@ -55,12 +56,15 @@ class Wamdiff2Model(torch.nn.Module):
     @classmethod
     def from_preset(cls, name: str, paradigm: str = "diffusion", block_size: int = 32,
                     seed: int = 0, device: str | torch.device = "cpu",
-                    dtype: torch.dtype = torch.float32) -> "Wamdiff2Model":
-        """A randomly initialised model of a named shape (``meta`` device builds no weights)."""
+                    dtype: torch.dtype = torch.float32,
+                    max_pixels: int | None = None) -> "Wamdiff2Model":
+        """A randomly initialised model of a named shape (``meta`` device builds no weights);
+        ``max_pixels`` replaces the preset's image budget."""
         preset = get_preset(name)
         tok = toks.build_tokenizer(preset.tokenizer)
-        pcfg = ProcessorConfig(max_pixels=preset.max_pixels, min_pixels=preset.min_pixels,
-                               image_mean=preset.image_mean, image_std=preset.image_std)
+        pcfg = ProcessorConfig(max_pixels=max_pixels or preset.max_pixels,
+                               min_pixels=preset.min_pixels, image_mean=preset.image_mean,
+                               image_std=preset.image_std)
         processor = Wamdiff2Processor(tok, pcfg, config_source=f"preset {name}")
         fields = DiffusionFields(paradigm=paradigm,
                                  block_size=paradigm_block_size(paradigm, block_size),
@@ -150,6 +154,14 @@ class Wamdiff2Model(torch.nn.Module):
         return (f"{self.origin or 'model'}: {self.num_parameters() / 1e6:.1f}M parameters; "
                 f"fields: {field_text}; images: {p.config.describe()} ({p.config_source}); "
                 f"prompts: {prompt}")
+
+    def with_max_pixels(self, max_pixels: int) -> "Wamdiff2Model":
+        """The same weights with another image budget (pixels after resizing)."""
+        p = self.processor
+        config = dataclasses.replace(p.config, max_pixels=max_pixels)
+        processor = type(p)(p.tokenizer, config, p.eoa_id, p.pad_id, p.mask_id,
+                            p.use_chat_template, f"{p.config_source}; max_pixels {max_pixels}")
+        return type(self)(self.hf, processor, self.fields, self.sources, self.origin)
 
     # ------------------------------------------------------------ forwards
     @property

@@ -18,6 +18,7 @@ import yaml
 OBJECTIVES = ("ar", "diffusion", "distill")
 PRECISIONS = ("fp32", "bf16")
 STRATEGIES = ("auto", "none", "ddp", "fsdp")
+LOSS_NORMS = ("answer", "task")
 
 
 class RecipeError(ValueError):
@@ -30,6 +31,7 @@ class ModelConfig:
     paradigm: str = "diffusion"      # "ar" (stage 0) or "diffusion"
     block_size: int = 32
     seed: int = 0                    # weight initialisation seed of a preset
+    max_pixels: int = 0              # image budget (pixels after resizing); 0: init's own
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,11 @@ class DataConfig:
     max_answer_tokens: int = 256     # answers are padded to whole blocks within this
     limit: int = 0                   # use only the first N records (0: all)
     group_by_task: bool = True       # one task per global batch (less answer padding)
+    length_bucket: int = 0           # with group_by_task: also one answer-length bucket of
+                                     # this many tokens per batch (0: off)
+    # task -> how many times each of its records is drawn per epoch, on average (tasks not
+    # named: 1). 2.0 doubles a task's share of the steps; 0.5 draws half its records.
+    task_weights: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -87,6 +94,11 @@ class TrainConfig:
     precision: str = "bf16"
     strategy: str = "auto"           # auto: DDP with several processes, FSDP on GPUs
     threads: int = 0                 # torch threads per process (0: leave as is)
+    # What a sample's summed answer-token loss is divided by: "answer", its own answer
+    # length (every sample weighs the same); "task", the mean answer length of its task
+    # (every answer token of a task weighs the same, so a 2-token "[]" does not outweigh a
+    # box's tokens 100 to 1).
+    loss_norm: str = "answer"
 
 
 @dataclass(frozen=True)
@@ -125,6 +137,12 @@ def _plain(obj):
 # ------------------------------------------------------------------------ building
 def _convert(value, hint, key: str):
     origin = typing.get_origin(hint)
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise RecipeError(f"recipe key '{key}' must be a mapping, got {value!r}")
+        k_hint, v_hint = typing.get_args(hint)
+        return {_convert(k, k_hint, key): _convert(v, v_hint, f"{key}.{k}")
+                for k, v in value.items()}
     if dataclasses.is_dataclass(hint):
         if not isinstance(value, dict):
             raise RecipeError(f"recipe key '{key}' must be a section (mapping), got {value!r}")
@@ -174,13 +192,18 @@ def _build(cls, raw: dict, prefix: str = ""):
 def _check_key(key: str) -> None:
     """RecipeError naming ``key`` unless it is a dotted path to a recipe field."""
     cls = Recipe
-    for part in key.split("."):
+    parts = key.split(".")
+    for i, part in enumerate(parts):
+        if cls is dict and i == len(parts) - 1:      # one entry of a mapping key
+            return
         if cls is None or not dataclasses.is_dataclass(cls):
             raise RecipeError(f"unknown recipe key '{key}'")
         hints = typing.get_type_hints(cls)
         if part not in hints:
             raise RecipeError(f"unknown recipe key '{key}'")
-        cls = hints[part] if dataclasses.is_dataclass(hints[part]) else None
+        hint = hints[part]
+        cls = (hint if dataclasses.is_dataclass(hint)
+               else dict if typing.get_origin(hint) is dict else None)
 
 
 def apply_overrides(raw: dict, overrides: list[str]) -> dict:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Hashable
 
 import numpy as np
 import torch
@@ -73,18 +74,41 @@ def load_samples(root: str | Path, split: str = "train.json", tasks: tuple[str, 
 class GlobalOrder:
     """Which samples make up the global batch of each optimizer step.
 
-    Epoch e is a permutation of the data seeded by (seed, e). With ``group_by`` keys (the
-    task of each sample), every global batch holds samples of one key only (each key's
-    permutation is cut into whole batches, a short tail is filled from that key's start,
-    and the batches of all keys are shuffled): answers in a batch then have similar lengths
-    and little padding. Without keys, the epoch's permutation is cut into batches in order.
+    Epoch e is drawn with a generator seeded by (seed, e). With ``group_by`` keys (the task
+    of each sample, or (task, answer length bucket): ``group_keys``), every global batch
+    holds samples of one key only (each key's draw is cut into whole batches, a short tail is
+    filled from that draw's start, and the batches of all keys are shuffled): answers in a
+    batch then have similar lengths and little padding. Without keys, the epoch's draw is
+    cut into batches in order.
+
+    ``weights`` (key -> w > 0, keys not named: 1) set the mix: an epoch draws
+    ``round(w * n_k)`` of the ``n_k`` samples of key k (a permutation of them; for w > 1,
+    further permutations appended), so a key's share of the steps is proportional to
+    ``w * n_k``. With every weight 1 the order is the unweighted one, draw for draw.
     """
 
     def __init__(self, n: int, global_batch: int, seed: int,
-                 group_by: list[str] | None = None):
+                 group_by: list[Hashable] | None = None,
+                 weights: dict[Hashable, float] | None = None):
         self.n, self.g, self.seed = n, global_batch, seed
         self.keys = group_by
+        self.weights = {k: float(w) for k, w in (weights or {}).items() if float(w) != 1.0}
+        if self.weights and group_by is None:
+            raise ValueError("weights need the key of every sample (group_by)")
+        bad = {k: w for k, w in self.weights.items() if not w > 0}
+        if bad:
+            raise ValueError(f"weights must be > 0, got {bad}")
         self._epoch: tuple[int, list[list[int]]] | None = None
+
+    def _draw(self, rng: np.random.Generator, members: list[int], key: Hashable) -> list[int]:
+        """``round(w * len(members))`` members (at least one): whole permutations, then the
+        start of one more."""
+        w = self.weights.get(key, 1.0)
+        want = max(1, round(w * len(members)))
+        out: list[int] = []
+        while len(out) < want:
+            out += [members[j] for j in rng.permutation(len(members))]
+        return out[:want]
 
     def _batches(self, epoch: int) -> list[list[int]]:
         if self._epoch is not None and self._epoch[0] == epoch:
@@ -98,7 +122,7 @@ class GlobalOrder:
             batches = []
             for key in sorted(set(self.keys)):
                 members = [i for i, k in enumerate(self.keys) if k == key]
-                perm = [members[j] for j in rng.permutation(len(members))]
+                perm = self._draw(rng, members, key)
                 while len(perm) % self.g:
                     perm += perm[:self.g - len(perm) % self.g]
                 batches += [perm[i:i + self.g] for i in range(0, len(perm), self.g)]
@@ -118,6 +142,32 @@ class GlobalOrder:
         """Stream positions of step ``step``'s samples (they seed the per-sample noise)."""
         return list(range(step * self.g, (step + 1) * self.g))
 
+    def mix(self) -> dict[str, float]:
+        """Share of an epoch's optimizer steps per task ({} without keys)."""
+        if self.keys is None:
+            return {}
+        counts: dict[str, int] = {}
+        for batch in self._batches(0):
+            task = key_task(self.keys[batch[0]])
+            counts[task] = counts.get(task, 0) + 1
+        total = sum(counts.values())
+        return {k: counts[k] / total for k in sorted(counts)}
+
+
+def group_keys(samples: list[Sample], answer_ids: list[list[int]],
+               length_bucket: int = 0) -> list[Hashable]:
+    """The batch-grouping key of each sample: its task, or with ``length_bucket`` > 0
+    (task, answer length // length_bucket), so that long and short answers of one task
+    (detection: 2 to ~290 tokens) are not padded to each other."""
+    if not length_bucket:
+        return [s.task for s in samples]
+    return [(s.task, len(ids) // length_bucket) for s, ids in zip(samples, answer_ids)]
+
+
+def key_task(key: Hashable) -> str:
+    """The task of a ``group_keys`` key."""
+    return key[0] if isinstance(key, tuple) else key
+
 
 def shard(items: list, rank: int, world: int, micro: int) -> list[list]:
     """This process's micro-batches of one global batch: micro-step k, rank r takes
@@ -132,6 +182,12 @@ class TrainBatch:
     answers: torch.Tensor      # (B, A) answer ids + end-of-answer, padded with end-of-answer
     lengths: torch.Tensor      # (B,) per-row answer length (a multiple of the block size)
     positions: list[int]       # stream positions (seed the per-sample noise)
+    norm: torch.Tensor | None = None   # (B,) loss normaliser per row (None: ``lengths``)
+
+    @property
+    def loss_norm(self) -> torch.Tensor:
+        """(B,) what each row's summed answer-token loss is divided by."""
+        return self.lengths if self.norm is None else self.norm
 
     @property
     def size(self) -> int:
@@ -142,21 +198,35 @@ class BatchMaker:
     """Turns stream positions into encoded batches for one processor and block size."""
 
     def __init__(self, samples: list[Sample], processor, block_size: int,
-                 max_answer_tokens: int):
+                 max_answer_tokens: int, loss_norm: str = "answer"):
         """Samples whose answer (+ end-of-answer, padded to whole blocks) is longer than
-        ``max_answer_tokens`` are left out (``dropped`` counts them)."""
+        ``max_answer_tokens`` are left out (``dropped`` counts them). ``loss_norm``: each
+        row's loss normaliser is its own answer length ("answer") or the mean answer length
+        of its task over the kept samples ("task")."""
         self.processor, self.block_size = processor, block_size
         self._images: dict[str, np.ndarray] = {}
         self.samples, self.answer_ids = [], []
+        self.dropped_by_task: dict[str, int] = {}
         for s in samples:
             ids = processor.encode_answer(s.answer, block_size)
             if len(ids) <= max_answer_tokens:
                 self.samples.append(s)
                 self.answer_ids.append(ids)
+            else:
+                self.dropped_by_task[s.task] = self.dropped_by_task.get(s.task, 0) + 1
         self.dropped = len(samples) - len(self.samples)
         if not self.samples:
             raise RecipeError(f"every answer is longer than data.max_answer_tokens="
                               f"{max_answer_tokens}")
+        self.norms = [float(len(ids)) for ids in self.answer_ids]
+        if loss_norm == "task":
+            by_task: dict[str, list[float]] = {}
+            for s, n in zip(self.samples, self.norms):
+                by_task.setdefault(s.task, []).append(n)
+            mean = {task: sum(v) / len(v) for task, v in by_task.items()}
+            self.norms = [mean[s.task] for s in self.samples]
+        elif loss_norm != "answer":
+            raise ValueError(f"loss_norm must be 'answer' or 'task', got {loss_norm!r}")
 
     def _image(self, path: str) -> np.ndarray:
         if path not in self._images:
@@ -177,4 +247,5 @@ class BatchMaker:
         for r, a in enumerate(ids):
             answers[r, :len(a)] = torch.tensor(a)
         lengths = torch.tensor([len(a) for a in ids])
-        return TrainBatch(prompt, answers, lengths, list(positions))
+        norm = torch.tensor([self.norms[i] for i in indices])
+        return TrainBatch(prompt, answers, lengths, list(positions), norm)

@@ -29,7 +29,8 @@ from wamdiff2_core.model.modeling import CheckpointError, Wamdiff2Model
 from wamdiff2_core.model.presets import is_preset
 from wamdiff2_core.training import checkpoint as ckpt
 from wamdiff2_core.training.config import Recipe, RecipeError
-from wamdiff2_core.training.data import BatchMaker, GlobalOrder, load_samples, shard
+from wamdiff2_core.training.data import (BatchMaker, GlobalOrder, group_keys, key_task,
+                                         load_samples, shard)
 from wamdiff2_core.training.data_check import check_images
 from wamdiff2_core.training.distributed import DistContext, no_sync, resolve_strategy, wrap
 from wamdiff2_core.training.metrics import MetricsLog, Progress
@@ -45,13 +46,17 @@ class TrainingError(RuntimeError):
 
 
 def build_student(recipe: Recipe, device: torch.device) -> Wamdiff2Model:
-    """The model a recipe starts from: a preset, or a checkpoint with the recipe's fields."""
+    """The model a recipe starts from: a preset, or a checkpoint with the recipe's fields
+    (and ``model.max_pixels``, when set, as its image budget)."""
     m = recipe.model
     bsz = effective_block_size(recipe)
     if is_preset(m.init):
         return Wamdiff2Model.from_preset(m.init, paradigm=m.paradigm, block_size=bsz,
-                                         seed=m.seed, device=device)
+                                         seed=m.seed, device=device,
+                                         max_pixels=m.max_pixels or None)
     model = Wamdiff2Model.from_pretrained(m.init, device=device)
+    if m.max_pixels:
+        model = model.with_max_pixels(m.max_pixels)
     return model.with_fields(source="recipe", paradigm=m.paradigm, block_size=bsz)
 
 
@@ -153,11 +158,19 @@ class Trainer:
         self.teacher = load_teacher(recipe, device)
         self.block = effective_block_size(recipe)
         self.batches = BatchMaker(samples, self.model.processor, self.block,
-                                  recipe.data.max_answer_tokens)
+                                  recipe.data.max_answer_tokens, t.loss_norm)
         kept = self.batches.samples
-        self.order = GlobalOrder(len(kept), t.global_batch, t.seed,
-                                 [s.task for s in kept] if recipe.data.group_by_task
-                                 else None)
+        tasks = sorted({s.task for s in kept})
+        left_out = (lambda task: bool(recipe.data.tasks) and task not in recipe.data.tasks)
+        unknown = sorted(t for t in recipe.data.task_weights
+                         if t not in tasks and not left_out(t))     # a typo, not data.tasks
+        if unknown:
+            raise RecipeError(f"data.task_weights names task '{unknown[0]}' but the kept "
+                              f"records are of tasks {tasks}")
+        keys = (group_keys(kept, self.batches.answer_ids, recipe.data.length_bucket)
+                if recipe.data.group_by_task else None)
+        weights = {k: recipe.data.task_weights.get(key_task(k), 1.0) for k in set(keys or ())}
+        self.order = GlobalOrder(len(kept), t.global_batch, t.seed, keys, weights)
         self.objective = build_objective(recipe, self.model, self.teacher)
         self.model.hf.train()
         self.strategy = resolve_strategy(t.strategy, self.ctx)
@@ -338,6 +351,13 @@ class Trainer:
                  f"({self.batches.dropped} too long), {self.ctx.world} process(es) "
                  f"[{self.strategy}], accumulation {self.accum}, steps "
                  f"{self.start_step}..{r.train.steps}")
+        mix = self.order.mix()
+        if mix:
+            dropped = self.batches.dropped_by_task
+            self.log(f"[{name}] steps per task: "
+                     + ", ".join(f"{k} {v:.0%}" for k, v in mix.items())
+                     + (" (too long: " + ", ".join(f"{k} {v}" for k, v in dropped.items())
+                        + ")" if dropped else ""))
         progress = Progress(r.train.steps, self.start_step, name,
                             r.output.progress and self.ctx.is_main)
         t_last, tok_acc = time.perf_counter(), 0.0

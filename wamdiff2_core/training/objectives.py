@@ -14,6 +14,9 @@ depend on how the batch is split over processes and accumulation steps.
   with its own block size; an AR teacher predicts each answer token from the clean prefix.
   In on-policy mode, every K steps the student's own decoded answers replace x0; the CE term
   is dropped on those steps (its target would be the student's own output).
+
+Every objective divides a sample's summed token loss by ``batch.loss_norm``: its own answer
+length, or with ``train.loss_norm: task`` its task's mean answer length (see ``BatchMaker``).
 """
 from __future__ import annotations
 
@@ -60,7 +63,7 @@ class ArObjective:
         valid = torch.arange(a).unsqueeze(0) < batch.lengths.unsqueeze(1)
         dev = logits.device
         loss = masked_ce(logits, batch.answers.to(dev), valid.to(dev),
-                         torch.ones(valid.shape, device=dev), batch.lengths.to(dev))
+                         torch.ones(valid.shape, device=dev), batch.loss_norm.to(dev))
         return StepOutput(loss, {"ce": loss.detach()}, inputs.input_ids.numel())
 
 
@@ -87,7 +90,7 @@ class DiffusionObjective:
         logits = run_forward(module, inputs, a)                          # (B, A, V)
         dev = logits.device
         loss = masked_ce(logits, batch.answers.to(dev), c.masked.to(dev), c.weight.to(dev),
-                         batch.lengths.to(dev))
+                         batch.loss_norm.to(dev))
         frac = c.masked.sum(-1) / batch.lengths
         return StepOutput(loss, {"ce": loss.detach(), "masked": frac.to(dev)},
                           inputs.input_ids.numel())
@@ -155,8 +158,9 @@ class DistillObjective(DiffusionObjective):
                              f"student's {logits.shape[-1]}")
         dev = logits.device
         lam = 1.0 if on_policy else self.d.lam
+        norm = lengths if on_policy else batch.loss_norm    # own answers: their lengths
         loss, ce, kd = distill_loss(logits, t_logits, x0.to(dev), c.masked.to(dev),
-                                    c.weight.to(dev), lengths.to(dev), lam,
+                                    c.weight.to(dev), norm.to(dev), lam,
                                     self.d.divergence, self.d.temperature, self.d.beta)
         return StepOutput(loss, {"ce": ce.detach(), "kd": kd.detach()},
                           inputs.input_ids.numel())

@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from wamdiff2_core.training.config import RecipeError, find_recipe, load_recipe
+from wamdiff2_core.training.distributed import DistContext
 from wamdiff2_core.training.engine import FINAL_DIR, train
 from wamdiff2_core.training.validate import check_numbers
 
@@ -72,6 +73,9 @@ def run_pipeline(preset: str, data: str | Path, out: str | Path,
     model, the checkpoint the Planner loads)."""
     plan_ = load_plan(plan)
     out = Path(out)
+    ctx = DistContext.from_env()          # under torchrun: rank 0 logs and copies the result
+    if not ctx.is_main:
+        log = lambda *a, **k: None        # noqa: E731
     values = {"preset": preset, "teacher_preset": plan_.teacher_preset, "data": str(data),
               "out": str(out)}
     recipes = []
@@ -95,10 +99,12 @@ def run_pipeline(preset: str, data: str | Path, out: str | Path,
             f"{recipe.train.steps} steps) from {recipe.model.init}")
         train(recipe, resume=resume, log=log)
     src, dst = out / plan_.final / FINAL_DIR, out / FINAL_DIR
-    tmp = out / f".tmp-{FINAL_DIR}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(src, tmp)
-    shutil.rmtree(dst, ignore_errors=True)
-    tmp.rename(dst)
-    log(f"pipeline: final model {dst} (from stage {plan_.final})")
+    if ctx.is_main:
+        tmp = out / f".tmp-{FINAL_DIR}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(src, tmp)
+        shutil.rmtree(dst, ignore_errors=True)
+        tmp.rename(dst)
+        log(f"pipeline: final model {dst} (from stage {plan_.final})")
+    ctx.barrier()
     return dst

@@ -21,7 +21,9 @@ import typing
 from dataclasses import dataclass
 from pathlib import Path
 
-from wamdiff2_core.training.config import OBJECTIVES, PRECISIONS, STRATEGIES, Recipe, RecipeError
+from wamdiff2_core.image_files import MAX_IMAGE_PIXELS
+from wamdiff2_core.training.config import (LOSS_NORMS, OBJECTIVES, PRECISIONS, STRATEGIES,
+                                            Recipe, RecipeError)
 
 OBJECTIVE_PARADIGM = {"ar": "ar", "diffusion": "diffusion", "distill": "diffusion"}
 MAX_BATCH = 65536          # samples per global batch or per forward
@@ -68,9 +70,11 @@ SEED = Range(0, MAX_SEED)
 #: Every numeric recipe field (dotted key) and its allowed values. Tuples: each item.
 NUMERIC_RANGES: dict[str, Range] = {
     "model.block_size": Range(1, MAX_TOKENS),
+    "model.max_pixels": Range(0, MAX_IMAGE_PIXELS),   # 0: the init's own budget
     "model.seed": SEED,
     "data.max_answer_tokens": Range(1, MAX_TOKENS),
     "data.limit": COUNT,
+    "data.length_bucket": Range(0, MAX_TOKENS),       # 0: no length buckets
     "noise.eps": OPEN_UNIT,
     "distill.teacher_block_size": Range(0, MAX_TOKENS),
     "distill.beta": OPEN_UNIT,
@@ -210,6 +214,13 @@ def validate(recipe: Recipe, world_size: int = 1) -> None:
         raise RecipeError(f"objective '{r.objective}' trains a '{OBJECTIVE_PARADIGM[r.objective]}'"
                           f" model but model.paradigm is '{r.model.paradigm}'")
     _check_init(r.model.init, "model.init")
+    bad = {k: w for k, w in r.data.task_weights.items() if not 0 < w < math.inf}
+    if bad:
+        raise RecipeError(f"data.task_weights must be finite and > 0 (use data.tasks to leave "
+                          f"a task out), got {bad}")
+    if (r.data.task_weights or r.data.length_bucket) and not r.data.group_by_task:
+        raise RecipeError("data.task_weights and data.length_bucket need "
+                          "data.group_by_task: true")
     # --- layout
     bsz = effective_block_size(r)
     if r.data.max_answer_tokens % bsz:
@@ -226,6 +237,8 @@ def validate(recipe: Recipe, world_size: int = 1) -> None:
         raise RecipeError(f"train.precision must be one of {PRECISIONS}, got '{t.precision}'")
     if t.strategy not in STRATEGIES:
         raise RecipeError(f"train.strategy must be one of {STRATEGIES}, got '{t.strategy}'")
+    if t.loss_norm not in LOSS_NORMS:
+        raise RecipeError(f"train.loss_norm must be one of {LOSS_NORMS}, got '{t.loss_norm}'")
     per_step = t.micro_batch * world_size
     if t.global_batch % per_step:
         raise RecipeError(f"train.global_batch={t.global_batch} is not a multiple of "
