@@ -38,7 +38,9 @@ def test_plan_decode_applies_to_planning_answers_only(recording_backend):
     planner.answer([image], "Is the left lane free?")
     with pytest.raises(tasks.AnswerParseError):             # an untrained model's boxes
         planner.detect([image])
-    assert SEEN == [plan_decode, decode, decode]
+    # detection: the same settings with the budget of a long box list (DETECTION_MAX_NEW_TOKENS)
+    assert SEEN == [plan_decode, decode, planner.detection_decode]
+    assert planner.detection_decode == replace(decode, max_new_tokens=320)
 
     SEEN.clear()
     planner.warmup(64, 36)                  # a plan, and a question for the other settings
