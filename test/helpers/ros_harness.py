@@ -32,6 +32,8 @@ from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import String
 from visualization_msgs.msg import MarkerArray
 
+from wamdiff2_ros.tools.demo_graph import ros_value
+
 REPO = Path(__file__).resolve().parents[2]
 PARAMS_FILE = REPO / "config" / "wamdiff2.yaml"
 DDS_PROFILE = REPO / "config" / "fastdds_node.xml"     # what the launch file gives the node
@@ -62,14 +64,6 @@ def planner_node_executable() -> str:
     return str(exe)
 
 
-def _ros_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(str(v) for v in value) + "]"
-    return str(value)
-
-
 class NodeProcess:
     """`planner_node --ros-args --params-file config/wamdiff2.yaml [-p name:=value ...]`,
     with the shipped Fast DDS profile (as the launch file runs it) unless the environment
@@ -79,7 +73,7 @@ class NodeProcess:
                  extra_env: dict | None = None, ros_args: list[str] | None = None):
         cmd = [planner_node_executable(), "--ros-args", "--params-file", str(PARAMS_FILE)]
         for name, value in (overrides or {}).items():
-            cmd += ["-p", f"{name}:={_ros_value(value)}"]
+            cmd += ["-p", f"{name}:={ros_value(value)}"]
         cmd += list(ros_args or [])
         env = dict(os.environ, ROS_DOMAIN_ID=str(domain), PYTHONUNBUFFERED="1",
                    RCUTILS_LOGGING_BUFFERED_STREAM="0", **(extra_env or {}))
