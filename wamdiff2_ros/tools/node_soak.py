@@ -51,10 +51,12 @@ class SoakResult:
             "latency_ms": {"p50": float(np.percentile(lat, 50)) if lat else None,
                            "p95": float(np.percentile(lat, 95)) if lat else None,
                            "n": len(lat)},
-            "node": {k: self.diagnostics.get(k) for k in (
+            "node": {**{k: self.diagnostics.get(k) for k in (
                 "frames_received", "frames_planned", "paths_published", "fallback_paths",
                 "dropped_frames", "stale_frames", "parse_failures", "model_errors",
                 "plan_timeouts", "planner_ms.p50", "planner_ms.p95")},
+                # and every other counter that counted something: why the fallbacks were
+                **{k: v for k, v in self.diagnostics.items() if v.isdigit() and v != "0"}},
         }
 
     def lines(self) -> str:
