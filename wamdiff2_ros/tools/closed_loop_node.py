@@ -256,7 +256,11 @@ class NodeSource:
 
     def _start_node(self) -> None:
         self.starts += 1
-        overrides = {"use_sim_time": True, **self.config.overrides}
+        # The simulator is the clock: its stamps are never ahead of its own time, but the node
+        # may read a frame before the /clock message published just before it (another
+        # topic, another callback), which its future-stamp check would drop; so it is off
+        # here (a --node-param max_future_s:=... still wins).
+        overrides = {"use_sim_time": True, "max_future_s": 0.0, **self.config.overrides}
         remaps = {node: sim for sim, node in node_input_remaps(self.config.node_name).items()}
         self.process = NodeProcess(self.domain_id, self._log_path(), overrides,
                                    self.config.params_file, env=self._env, remaps=remaps)
