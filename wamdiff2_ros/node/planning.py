@@ -186,8 +186,8 @@ class PlanningHandler:
         def expire() -> None:
             self._fail(ERROR, "plan_timeouts", f"frame {frame.stamp:.3f} not planned within "
                        f"plan_timeout_s {config.plan_timeout_s:g}; fallback published")
-            late = _PlanRecord(ms=self._finished(frame, None, None, start),
-                               failure="plan_timeouts",
+            self._finished(frame, None, None)
+            late = _PlanRecord(ms=(time.monotonic() - start) * 1e3, failure="plan_timeouts",
                                message=f"not planned within {config.plan_timeout_s:g} s")
             self._out.markers(outputs.marker_array(self._publish_fallback(
                 frame, config, command, motion, "plan_timeouts", late)))
@@ -253,11 +253,9 @@ class PlanningHandler:
                 _status_marker(config.output_frame, frame.header.stamp, text,
                                plan.source == MODEL)]
 
-    def _finished(self, frame: Frame, start: float | None, result,
-                  began: float | None = None) -> float:
+    def _finished(self, frame: Frame, start: float | None, result) -> float:
         """Count the planned frame (``start``: when the planner was called, None when it was
-        not or did not finish); returns the wall milliseconds since ``start`` (or
-        ``began``), 0 when neither is given."""
+        not or did not finish); returns the wall milliseconds since ``start`` (0 without)."""
         now = time.monotonic()
         planner_ms = None
         if start is not None:
@@ -265,8 +263,7 @@ class PlanningHandler:
         tpf = result.stats.tokens_per_forward if result is not None else None
         self._stats.count("frames_planned")
         self._stats.planned(frame.stamp, (now - frame.received) * 1e3, planner_ms, tpf)
-        since = start if start is not None else began
-        return (now - since) * 1e3 if since is not None else 0.0
+        return (now - start) * 1e3 if start is not None else 0.0
 
     def _detect(self, frame: Frame, planner, markers: list) -> None:
         detections = []
