@@ -192,11 +192,13 @@ class Planner:
         return replace(self.decode, max_new_tokens=budget)
 
     def detect(self, images: list) -> DetectResult:
-        """2-D boxes (pixels of the first image) of the objects the model sees."""
+        """2-D boxes (pixels of the first image) of the objects the model sees; a box with
+        its corners out of order is left out and counted in ``dropped``."""
         width, height = to_pil(images[0]).size
         texts, stats = self.generate([tasks.detection_prompt()], [images],
                                      self.detection_decode, tasks.detection_language())
-        return DetectResult(tasks.parse_detections(texts[0], width, height), texts[0], stats)
+        detections, dropped = tasks.parse_model_detections(texts[0], width, height)
+        return DetectResult(detections, texts[0], stats, dropped)
 
     def answer(self, images: list, question: str,
                choices: Sequence[str] | None = None) -> AnswerResult:

@@ -54,6 +54,7 @@ class DetectResult:
     detections: list                 # [tasks.Detection], pixel boxes of the first image
     text: str
     stats: DecodeStats = field(default_factory=DecodeStats)
+    dropped: int = 0                 # boxes left out for corners out of order (parse_model_detections)
 
 
 @dataclass

@@ -15,6 +15,7 @@ from wamdiff2_core.tasks import (
     detection_prompt,
     format_detections,
     parse_detections,
+    parse_model_detections,
 )
 
 FAST = settings(max_examples=200, deadline=None)
@@ -190,7 +191,7 @@ def test_degenerate_boxes_are_valid():
 GOOD = '{"bbox_2d": [10, 20, 30, 40], "label": "car"}'
 
 
-@pytest.mark.parametrize("text", [
+MALFORMED = [
     "", "  ", "null", "{}", GOOD, "[" + GOOD + "]]", "[[" + GOOD + "]]", "[" + GOOD + "][]",
     "[" + GOOD, "[" + GOOD + ",]", "[" + GOOD + "] trailing", "Detections: [" + GOOD + "]",
     "[" + GOOD + "].", "```\n[" + GOOD + "]\n```", "```JSON\n[" + GOOD + "]\n```",
@@ -228,12 +229,38 @@ GOOD = '{"bbox_2d": [10, 20, 30, 40], "label": "car"}'
     '[{"bbox_2d": [10, 20, 30, 40], "label": "car"}, ]',
     '[{"bbox_2d": [10, 20, 30, ' + "9" * 5000 + '], "label": "car"}]',   # int too long
     "[" * 100_000 + "]" * 100_000,                                # deep nesting
-])
+]
+
+
+@pytest.mark.parametrize("text", MALFORMED)
 def test_parse_rejects_malformed(text):
     with pytest.raises(AnswerParseError) as info:
         parse_detections(text, W, H)
     err = info.value
     assert err.task == "detection" and err.raw_text == text and err.reason
+
+
+INVERTED = ('[{"bbox_2d": [30, 20, 10, 40], "label": "car"}]',     # x2 < x1
+            '[{"bbox_2d": [10, 40, 30, 20], "label": "car"}]')     # y2 < y1
+
+
+def test_a_model_answer_loses_only_its_inverted_boxes():
+    text = ('[{"bbox_2d": [10, 20, 30, 40], "label": "car"}, '
+            '{"bbox_2d": [511, 456, 509, 589], "label": "car"}, '
+            '{"bbox_2d": [100, 200, 300, 150], "label": "truck"}, '
+            '{"bbox_2d": [5, 5, 5, 5], "label": "pole"}]')
+    dets, dropped = parse_model_detections(text, W, H)
+    assert dropped == 2
+    assert [d.label for d in dets] == ["car", "pole"]
+    assert dets[0] == parse_detections('[' + GOOD + ']', W, H)[0]
+    for one in INVERTED:
+        assert parse_model_detections(one, W, H) == ([], 1)
+
+
+@pytest.mark.parametrize("text", [t for t in MALFORMED if t not in INVERTED])
+def test_a_model_answer_is_otherwise_as_strict_as_parse_detections(text):
+    with pytest.raises(AnswerParseError):
+        parse_model_detections(text, W, H)
 
 
 @pytest.mark.parametrize("value", [None, b"[]", bytearray(b"[]"), [], {}, 0, 1.5, object()])

@@ -52,7 +52,12 @@ def _planning(m: dict) -> list[str]:
 
 def _detection(m: dict) -> list[str]:
     return [f"Detection: mAP@[.5:.95] {_num(m['map'])}  AP50 {_num(m['ap50'])}  "
-            f"({m['num_images']} images, {m['num_gt']} boxes, {m['num_pred']} predicted)"]
+            f"({m['num_images']} images, {m['num_gt']} boxes, {m['num_pred']} predicted"
+            f"{_dropped(m.get('dropped_boxes', 0))})"]
+
+
+def _dropped(n: int) -> str:
+    return f", {n} dropped: corners out of order" if n else ""
 
 
 def _qa(m: dict) -> list[str]:

@@ -15,7 +15,7 @@ from typing import Callable
 import numpy as np
 
 from wamdiff2_core.tasks import (
-    AnswerParseError, parse_answer, parse_detections, parse_waypoints,
+    AnswerParseError, parse_answer, parse_detections, parse_model_detections, parse_waypoints,
     record_prompt_and_answer)
 
 from .collision import plan_collisions
@@ -144,6 +144,7 @@ class DetectionScorer(TaskScorer):
         self.ground_truth: list[list[dict]] = []
         self.predictions: list[list] = []
         self.sizes: list[tuple[int, int]] = []
+        self.num_dropped_boxes = 0
 
     def score(self, record: Mapping, text: str, image_size: tuple[int, int] | None) -> None:
         meta = record.get("meta", {})
@@ -155,8 +156,9 @@ class DetectionScorer(TaskScorer):
         else:
             gt = [{"bbox": d.box, "label": d.label}
                   for d in parse_detections(_reference_answer(record), width, height)]
-        try:
-            preds = parse_detections(text, width, height)
+        try:    # as Planner.detect reads it: a box with its corners out of order is dropped
+            preds, dropped = parse_model_detections(text, width, height)
+            self.num_dropped_boxes += dropped
         except AnswerParseError:
             self.num_parse_failures += 1
             preds = []
@@ -167,6 +169,7 @@ class DetectionScorer(TaskScorer):
     def metrics(self) -> dict:
         out = super().metrics()
         out.update(detection_map(self.ground_truth, self.predictions, self.sizes).to_dict())
+        out["dropped_boxes"] = self.num_dropped_boxes
         return out
 
 

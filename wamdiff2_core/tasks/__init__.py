@@ -19,7 +19,8 @@ write and read the reference repository's conversation JSON records. See docs/ta
 """
 from .conversation import (RECORDS_FILE, conversation_record, read_records,
                            record_prompt_and_answer, record_task, records_path)
-from .detection import Detection, detection_prompt, format_detections, parse_detections
+from .detection import (Detection, detection_prompt, format_detections, parse_detections,
+                        parse_model_detections)
 from .errors import AnswerParseError
 from .languages import AnswerLanguage, detection_language, planning_language, qa_language
 from .planning import (COMMANDS, NUM_WAYPOINTS, WAYPOINT_DT_S, format_waypoints,
@@ -42,6 +43,7 @@ __all__ = [
     "detection_prompt",
     "format_detections",
     "parse_detections",
+    "parse_model_detections",
     "qa_prompt",
     "format_answer",
     "parse_answer",

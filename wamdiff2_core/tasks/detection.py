@@ -171,6 +171,28 @@ def parse_detections(text: str, width: float, height: float) -> list[Detection]:
         ValueError: a non-positive or non-finite width or height (a caller bug, checked
             before the text).
     """
+    return _parse(text, width, height, drop_inverted=False)[0]
+
+
+def parse_model_detections(text: str, width: float,
+                           height: float) -> tuple[list[Detection], int]:
+    """A model's detection answer: :func:`parse_detections`, except that a box whose corners
+    are out of order (x2 < x1 or y2 < y1) is dropped, not the whole answer. Returns the
+    detections kept and how many boxes were dropped.
+
+    Why: the answer grammar of constrained decoding (tasks/languages.py) keeps every answer
+    well formed JSON with coordinates in 0..1000, but a regular language cannot compare two
+    numbers read apart (x1 <= x2 needs x1 and y1 remembered: a million states), and a
+    diffusion decoder commits x1 and x2 in parallel. One such box used to cost the frame all
+    of its detections. Every other fault (bad JSON, wrong keys, values off the grid) still
+    raises :class:`AnswerParseError`, as :func:`parse_detections` does.
+    """
+    return _parse(text, width, height, drop_inverted=True)
+
+
+def _parse(text: str, width: float, height: float, *,
+           drop_inverted: bool) -> tuple[list[Detection], int]:
+    """:func:`parse_detections` (``drop_inverted`` False) and :func:`parse_model_detections`."""
     w, h = _image_size(width, height)
     raw = as_text(TASK, text)
     body = raw.strip()
@@ -189,7 +211,7 @@ def parse_detections(text: str, width: float, height: float) -> list[Detection]:
         raise AnswerParseError(TASK, raw, f"not a single JSON value: {exc}") from None
     if not isinstance(value, list):
         raise AnswerParseError(TASK, raw, f"expected a JSON list, got {type(value).__name__}")
-    dets = []
+    dets, dropped = [], 0
     for i, item in enumerate(value):
         where = f"item {i + 1}"
         if not isinstance(item, dict):
@@ -204,13 +226,16 @@ def parse_detections(text: str, width: float, height: float) -> list[Detection]:
         if not all(0 <= v <= GRID for v in bbox):
             raise AnswerParseError(TASK, raw, f"{where}: bbox_2d values must be in 0..{GRID}")
         gx1, gy1, gx2, gy2 = bbox
-        if gx2 < gx1 or gy2 < gy1:
-            raise AnswerParseError(TASK, raw, f"{where}: bbox_2d needs x1 <= x2 and y1 <= y2")
         if not isinstance(label, str) or not label.strip():
             raise AnswerParseError(TASK, raw, f"{where}: label must be a non-blank string")
+        if gx2 < gx1 or gy2 < gy1:
+            if drop_inverted:
+                dropped += 1
+                continue
+            raise AnswerParseError(TASK, raw, f"{where}: bbox_2d needs x1 <= x2 and y1 <= y2")
         box = (gx1 / GRID * w, gy1 / GRID * h, gx2 / GRID * w, gy2 / GRID * h)
         try:
             dets.append(Detection(box=box, label=label))
         except ValueError as exc:  # not reachable after the checks above; kept as a guard
             raise AnswerParseError(TASK, raw, f"{where}: {exc}") from None
-    return dets
+    return dets, dropped
