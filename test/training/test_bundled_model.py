@@ -35,11 +35,20 @@ def _image(root: Path, record: dict) -> Image.Image:
     return Image.open(root / record["image"][0]).convert("RGB")
 
 
-def test_bundle_is_a_small_block_32_diffusion_checkpoint():
-    size = sum(p.stat().st_size for p in BUNDLED.rglob("*") if p.is_file())
-    assert size <= 25 * 2 ** 20, f"{size / 2 ** 20:.1f} MB"
+def _size_mb(root: Path) -> float:
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file()) / 2 ** 20
+
+
+def test_bundle_is_a_small_block_32_diffusion_checkpoint_with_its_ar_teacher():
+    """The bundle and, at <bundle>/ar_teacher, its AR teacher (stage 0 of the same run, the
+    one bench decode compares with by default): together under 30 MB."""
+    assert _size_mb(BUNDLED) <= 30, f"{_size_mb(BUNDLED):.1f} MB"
     fields = json.loads((BUNDLED / "config.json").read_text())["wamdiff2"]
     assert fields["paradigm"] == "diffusion" and fields["block_size"] == 32
+    teacher = BUNDLED / "ar_teacher"
+    teacher_fields = json.loads((teacher / "config.json").read_text())["wamdiff2"]
+    assert teacher_fields["paradigm"] == "ar" and teacher_fields["block_size"] == 1
+    assert (teacher / "tokenizer.json").read_bytes() == (BUNDLED / "tokenizer.json").read_bytes()
     assert not [p for p in BUNDLED.iterdir() if p.suffix in (".bin", ".pt", ".pth", ".pkl")]
     assert "wamdiff2 pipeline" in (BUNDLED / "README.md").read_text()
 
@@ -78,18 +87,20 @@ def test_plans_on_simulator_frames_parse_and_are_plausible(planner, frames):
 
 
 def test_detections_and_answers_parse(planner, frames):
-    """Detection answers are valid box lists or one AnswerParseError (the tiny model detects
-    poorly: mAP 0 on held-out frames); every QA answer is one of its question's answers."""
+    """Every detection answer parses (constrained decoding; a box with its corners out of
+    order is dropped, see parse_model_detections) and is non-empty where the frame has
+    vehicles, with the data's labels; every QA answer is one of its question's answers."""
     from wamdiff2_core.evaluation.qa import in_answer_set
-    from wamdiff2_core.tasks import AnswerParseError
+    from wamdiff2_core.tasks.languages import DATA_LABELS
 
     root, records = frames
-    det = next(r for r in records if r["task"] == "detection")
-    try:
-        result = planner.detect([_image(root, det)])
-        assert all(d.label for d in result.detections)
-    except AnswerParseError as exc:
-        assert exc.raw_text is not None
+    detection = [r for r in records if r["task"] == "detection"]
+    assert any(r["meta"]["boxes"] for r in detection)
+    for record in detection:
+        result = planner.detect([_image(root, record)])
+        assert all(d.label in DATA_LABELS for d in result.detections), result.text
+        if record["meta"]["boxes"]:
+            assert result.detections, result.text
     qa = [r for r in records if r["task"] == "qa"]
     for record in qa:
         answer = planner.answer([_image(root, record)], record["meta"]["question"])
