@@ -33,8 +33,10 @@ def main(argv=None) -> int:
     model = load_model(args.checkpoint)
     tower = next(m for n, m in model.named_modules() if n.endswith("visual"))
     records = json.loads((args.data / "train.json").read_text())
-    paths = sorted({r["image"][0] for r in records if r["task"] == "detection"
-                    and r["meta"]["boxes"]})[::7][:args.frames]
+    with_boxes = sorted({r["image"][0] for r in records if r["task"] == "detection"
+                         and r["meta"]["boxes"]})
+    step = max(1, len(with_boxes) // max(1, args.frames))      # spread over the data set
+    paths = with_boxes[::step][:args.frames]
     if len(paths) < 2:
         parser.error("need at least two frames with boxes")
     images = [Image.open(args.data / p).convert("RGB") for p in paths]
