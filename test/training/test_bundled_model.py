@@ -153,3 +153,18 @@ def test_fast_decoder_equals_reference_on_the_trained_model(planner, frames, rul
         tokens, forwards = tokens + ref.stats.tokens, forwards + ref.stats.forwards
     assert tokens / forwards > 1.5                   # steps committed several tokens
     assert commits >= 2                              # fused commits were exercised
+
+
+def test_bench_decode_compares_with_the_shipped_teacher(capsys):
+    """`wamdiff2 bench decode` with no checkpoint arguments decodes the bundle against its
+    shipped AR teacher (not the diffusion weights token by token): no 'no AR teacher' note,
+    a paired L2, and the AR decoder commits one token per forward."""
+    from wamdiff2_core.apps.cli import main
+
+    assert main(["bench", "decode", "--samples", "1", "--repeats", "1", "--latency-reps", "1",
+                 "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert not any("no AR teacher" in note for note in report["notes"]), report["notes"]
+    assert report["l2_paired"]["samples"] == 1
+    ar = report["decoders"]["ar_optimised"]
+    assert ar["tokens_per_forward"] < 1.05 and ar["l2"]["parse_failures"] == 0
