@@ -3,12 +3,22 @@ helper modules in test/helpers (fixtures data, ROS harness) import from any test
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "helpers"))
+
+# A suite started in the background of a non-interactive shell (`nohup bash -c '...' &`, some
+# CI runners) inherits SIGINT ignored, and every process it starts would inherit that too:
+# the tests that press Ctrl-C on a tool (bag eval, bag replay) then watched it run on. A
+# caught signal is reset to the default at exec, so catching SIGINT here, as an interactive
+# Python does, gives every child its Ctrl-C back. An ignored SIGINT is the caller's choice
+# for the tools themselves (POSIX background jobs), so they are left to honour it.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _has_cuda() -> bool:
