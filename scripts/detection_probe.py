@@ -45,6 +45,20 @@ def _probs(model, image, prefix: list[int]) -> torch.Tensor:
     return logits.float().softmax(-1)
 
 
+def probe_images(root: Path, frames: int) -> tuple[list[str], list[Image.Image]]:
+    """Up to ``frames`` frames with boxes, spread evenly over a data set's detection records,
+    and their images followed by a black frame of the same size (also used by
+    scripts/vision_probe.py)."""
+    records = [r for r in json.loads((root / "train.json").read_text())
+               if r["task"] == "detection" and r["meta"]["boxes"]]
+    step = max(1, len(records) // max(1, frames))
+    paths = [r["image"][0] for r in records[::step][:frames]]
+    images = [Image.open(root / p).convert("RGB") for p in paths]
+    if images:
+        images.append(Image.new("RGB", images[0].size))
+    return paths, images
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("checkpoint")
@@ -57,13 +71,7 @@ def main() -> None:
     torch.set_num_threads(1)
     model = load_model(args.checkpoint)
     tok = model.processor.tokenizer
-    root = Path(args.data)
-    records = [r for r in json.loads((root / "train.json").read_text())
-               if r["task"] == "detection" and r["meta"]["boxes"]]
-    step = max(1, len(records) // args.frames)
-    images = [Image.open(root / r["image"][0]).convert("RGB")
-              for r in records[::step][:args.frames]]
-    images.append(Image.new("RGB", images[0].size))
+    _, images = probe_images(Path(args.data), args.frames)
     empty = tok.convert_tokens_to_ids("[]")
     box = tok.encode('[{"bbox_2d": [', add_special_tokens=False)
     firsts, digits = [], []

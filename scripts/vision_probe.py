@@ -12,11 +12,11 @@ language model can read from a picture is mostly where a token sits, not what is
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import torch
-from PIL import Image
+
+from detection_probe import probe_images     # scripts/ is on sys.path when run as a script
 
 
 def main(argv=None) -> int:
@@ -31,16 +31,10 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(1)
     model = load_model(args.checkpoint)
-    tower = next(m for n, m in model.named_modules() if n.endswith("visual"))
-    records = json.loads((args.data / "train.json").read_text())
-    with_boxes = sorted({r["image"][0] for r in records if r["task"] == "detection"
-                         and r["meta"]["boxes"]})
-    step = max(1, len(with_boxes) // max(1, args.frames))      # spread over the data set
-    paths = with_boxes[::step][:args.frames]
+    tower = model.hf.model.visual
+    paths, images = probe_images(args.data, args.frames)      # the black frame last
     if len(paths) < 2:
         parser.error("need at least two frames with boxes")
-    images = [Image.open(args.data / p).convert("RGB") for p in paths]
-    images.append(Image.new("RGB", images[0].size))             # black, last
 
     stages = [("patch_embed", tower.patch_embed)] + \
         [(f"block {i}", b) for i, b in enumerate(tower.blocks)] + [("merger", tower.merger)]

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.skipif(bundled_checkpoint_path() is None,
                                 reason="this checkout has no bundled model")
 
 
-def test_vision_probe_prints_every_stage(tmp_path, capsys):
+def test_vision_probe_prints_every_stage(tmp_path, capsys, monkeypatch):
     from wamdiff2_core.sim.episode import EpisodeConfig
     from wamdiff2_core.sim.generator import GeneratorConfig, generate
 
@@ -22,6 +22,7 @@ def test_vision_probe_prints_every_stage(tmp_path, capsys):
              progress=False)
     assert sum(bool(r["meta"].get("boxes")) for r in json.loads(
         (tmp_path / "train.json").read_text()) if r["task"] == "detection") >= 2
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))      # as `python scripts/...` has it
     spec = importlib.util.spec_from_file_location("vision_probe", SCRIPT)
     probe = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(probe)
