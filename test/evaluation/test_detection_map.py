@@ -83,3 +83,37 @@ def test_equal_scores_rank_in_answer_order():
     true_first = [[Det((10, 10, 50, 40)), Det((200, 100, 240, 140))]]
     assert detection_map(gt, false_first).ap50 == pytest.approx(0.5)
     assert detection_map(gt, true_first).ap50 == pytest.approx(1.0)
+
+
+# One box per area range: 8 x 6 (48 px^2), 20 x 20 (400), 40 x 30 (1200), 100 x 100 (10,000).
+BY_SIZE = [[{"bbox": [10, 10, 18, 16], "label": "car"}, {"bbox": [50, 10, 70, 30], "label": "car"}],
+           [{"bbox": [10, 10, 50, 40], "label": "car"}, {"bbox": [100, 50, 200, 150], "label": "car"}]]
+
+
+def test_by_area_scores_each_size_on_its_own():
+    # Found: the smallest and the largest box; missed: the two in between, with a false
+    # positive of 20 x 20 px that only its own range sees.
+    preds = [[Det((10, 10, 18, 16)), Det((150, 100, 170, 120))],
+             [Det((100, 50, 200, 150))]]
+    score = detection_map(BY_SIZE, preds)
+    assert list(score.by_area) == ["<16^2", "16^2-32^2", "32^2-96^2", ">=96^2"]
+    assert [a["num_gt"] for a in score.by_area.values()] == [1, 1, 1, 1]
+    small, patch_to_32, medium, large = score.by_area.values()
+    assert small == {"num_gt": 1, "ap50": pytest.approx(1.0), "recall50": pytest.approx(1.0)}
+    assert large["ap50"] == pytest.approx(1.0) and large["recall50"] == pytest.approx(1.0)
+    assert patch_to_32["ap50"] == 0.0 and patch_to_32["recall50"] == 0.0
+    assert medium["ap50"] == 0.0 and medium["recall50"] == 0.0
+    # all sizes together: 2 of 4 found, the false positive ranked between them
+    assert 0.0 < score.ap50 < 0.51
+
+
+def test_by_area_empty_ranges_and_no_predictions():
+    only_small = [[BY_SIZE[0][0]]]
+    hit = detection_map(only_small, [[Det((10, 10, 18, 16))]]).by_area
+    assert hit["<16^2"]["ap50"] == pytest.approx(1.0)
+    assert all(hit[k] == {"num_gt": 0, "ap50": None, "recall50": None}
+               for k in ("16^2-32^2", "32^2-96^2", ">=96^2"))
+    none = detection_map(BY_SIZE, [[], []]).by_area
+    assert all(a == {"num_gt": 1, "ap50": 0.0, "recall50": 0.0} for a in none.values())
+    assert detection_map([[]], [[]]).by_area is None           # no ground truth at all
+    assert "by_area" in detection_map(BY_SIZE, [[], []]).to_dict()

@@ -87,6 +87,10 @@ def test_report_is_json_and_names_its_conventions(data_dir):
     assert {"map", "ap50"} <= set(data["detection"]) and "accuracy" in data["qa"]
     text = format_summary(report)
     assert "mAP@[.5:.95] 1.000" in text and "exact-match accuracy 100.0%" in text
+    by_area = data["detection"]["by_area"]                   # every size found, each counted
+    assert sum(a["num_gt"] for a in by_area.values()) >= data["detection"]["num_gt"]
+    assert all(a["ap50"] == pytest.approx(1.0) for a in by_area.values() if a["num_gt"])
+    assert "AP50 / recall@0.5 by box area" in text
 
 
 def test_no_records_gives_undefined_metrics(data_dir):

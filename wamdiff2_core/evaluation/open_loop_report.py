@@ -51,9 +51,14 @@ def _planning(m: dict) -> list[str]:
 
 
 def _detection(m: dict) -> list[str]:
-    return [f"Detection: mAP@[.5:.95] {_num(m['map'])}  AP50 {_num(m['ap50'])}  "
-            f"({m['num_images']} images, {m['num_gt']} boxes, {m['num_pred']} predicted"
-            f"{_dropped(m.get('dropped_boxes', 0))})"]
+    lines = [f"Detection: mAP@[.5:.95] {_num(m['map'])}  AP50 {_num(m['ap50'])}  "
+             f"({m['num_images']} images, {m['num_gt']} boxes, {m['num_pred']} predicted"
+             f"{_dropped(m.get('dropped_boxes', 0))})"]
+    areas = [f"{name} px: {_num(a['ap50'])} / {_num(a['recall50'])} ({a['num_gt']})"
+             for name, a in (m.get("by_area") or {}).items() if a["num_gt"]]
+    if areas:
+        lines.append("  AP50 / recall@0.5 by box area (boxes): " + "; ".join(areas))
+    return lines
 
 
 def _dropped(n: int) -> str:
