@@ -104,7 +104,7 @@ def test_jointly_infeasible_picks_commit_a_completable_subset():
 
 
 def test_a_language_longer_than_the_budget_is_refused_up_front(tiny_diffusion):
-    with pytest.raises(LanguageError, match="shortest planning answer takes 80 tokens"):
+    with pytest.raises(LanguageError, match=r"shortest planning<=40m/s answer takes 80 tokens"):
         automaton_for(tiny_diffusion, planning_language(), 64)
     host = compile_language(qa_language(["yes"]), tiny_tokenizer(), 2)
     assert host.min_tokens == 2                                   # "yes" + end of answer

@@ -53,6 +53,32 @@ def test_leftmost_commits_above_threshold_and_at_least_the_leftmost_quota():
     assert got.tolist() == [[False, True, False, True, False, False]]
 
 
+def test_frontier_commits_above_threshold_and_the_left_edge_of_every_masked_run():
+    masked = torch.tensor([[False, True, True, True, False, True]])
+    # runs of masked positions: 1-3 and 5; their left edges are 1 and 5 (0.20, 0.30);
+    # 2 is above the threshold; 3 is unsure with a masked left neighbour: it waits
+    got = commit_mask("low_confidence_frontier", CONF, masked, 1, False, 0.9)
+    assert got.tolist() == [[False, True, True, False, False, True]]
+    # the whole block masked: its first position is the only left edge
+    masked = torch.ones(1, 6, dtype=torch.bool)
+    low = torch.full((1, 6), 0.5)
+    got = commit_mask("low_confidence_frontier", low, masked, 3, False, 0.9)
+    assert got.tolist() == [[True, False, False, False, False, False]]
+    # the quota plays no part
+    assert torch.equal(commit_mask("low_confidence_frontier", low, masked, 6, False, 0.9), got)
+
+
+def test_frontier_never_commits_two_unsure_neighbours_in_one_step():
+    g = torch.Generator().manual_seed(1)
+    for _ in range(200):
+        conf = torch.rand(4, 12, generator=g)
+        masked = torch.rand(4, 12, generator=g) < 0.7
+        got = commit_mask("low_confidence_frontier", conf, masked, 1, False, 0.9)
+        unsure = got & (conf < 0.9)
+        assert not (unsure[:, 1:] & masked[:, :-1]).any()      # an unsure pick's left was settled
+        assert (got.any(-1) == masked.any(-1)).all()            # progress whenever anything is masked
+
+
 def test_sequential_commits_leftmost_masked():
     masked = torch.tensor([[False, True, True, False, True, True]])
     got = commit_mask("sequential", CONF, masked, 2, False, 0.9)

@@ -9,9 +9,10 @@ from hypothesis import strategies as st
 
 from wamdiff2_core import tasks
 from wamdiff2_core.tasks.languages import (DATA_LABELS, AnswerLanguage, detection_language,
-                                           planning_language, qa_language)
+                                           int_range_regex, planning_language, qa_language)
 
-PLANNING = planning_language()
+PLANNING = planning_language(max_speed=None)        # the parser's whole range
+ENVELOPE = planning_language()                      # the default: within 40 m/s of the ego
 DETECTION = detection_language()
 
 metres = st.floats(-1000.0, 1000.0, allow_nan=False)
@@ -44,6 +45,64 @@ def test_words_of_the_planning_language_parse():
     assert not PLANNING.matches(",".join(["1.00"] * 15))
     assert not PLANNING.matches(",".join(["1.00"] * 17))
     assert not PLANNING.matches(",".join(["1.00"] * 16) + ",")
+
+
+def test_the_envelope_bounds_each_coordinate_by_the_speed_and_the_whole_second():
+    # waypoints at 0.5 .. 4.0 s; at 40 m/s the bounds are 40, 40, 80, 80, 120, 120, 160, 160 m
+    bounds = [40, 40, 80, 80, 120, 120, 160, 160]
+    for k, bound in enumerate(bounds):
+        for coord in (0, 1):
+            for value, ok in [(bound + 0.99, True), (-(bound + 0.99), True), (bound + 1, False),
+                              (-(bound + 1), False), (0.0, True), (-0.01, True)]:
+                wp = np.zeros((8, 2))
+                wp[k, coord] = value
+                assert ENVELOPE.matches(tasks.format_waypoints(wp)) is ok, (k, coord, value)
+    # the decoded plans that motivated it: 90.99 m ahead after 2 s, 1000 m aside after 3 s
+    assert not ENVELOPE.matches("2.43,0.00,5.73,0.00,7.88,0.00,90.99,0.00,12.00,0.00,14.00,"
+                                "0.00,17.00,0.00,20.00,0.00")
+    assert not ENVELOPE.matches("2.40,0.00,4.79,0.00,7.12,0.00,9.73,0.00,11.92,0.00,15.12,"
+                                "1000.00,3.00,0.00,3.00,10.03")
+    assert planning_language(max_speed=10.0).matches(",".join(["10.99"] * 16))
+    assert not planning_language(max_speed=10.0).matches(",".join(["11.00"] * 16))
+    with pytest.raises(ValueError, match="max_speed"):
+        planning_language(max_speed=0.0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(-1.0, 1.0, allow_nan=False), min_size=16, max_size=16),
+       st.floats(1.0, 60.0))
+def test_every_written_plan_inside_the_envelope_is_a_word_and_none_outside(unit, speed):
+    seconds = np.ceil(np.arange(1, 9) * 0.5).repeat(2)
+    bound = np.floor(speed * seconds + 1e-9) + 0.99
+    values = np.array(unit) * bound * 1.1
+    text = tasks.format_waypoints(values.reshape(8, 2))
+    inside = bool((np.abs(tasks.parse_waypoints(text).reshape(-1)) <= bound + 1e-9).all())
+    assert planning_language(max_speed=speed).matches(text) is inside
+
+
+def test_every_plan_of_the_generated_data_is_inside_the_envelope(tmp_path):
+    """The envelope holds the simulator's plans (its fastest waypoint in the bundle's data:
+    26.7 m/s from the ego), on all three scenario families."""
+    pytest.importorskip("highway_env")
+    import json
+    from wamdiff2_core.sim.generator import GeneratorConfig, generate
+    generate(tmp_path, GeneratorConfig(episodes=3, seed=77, tasks=("planning",)),
+             progress=False)
+    records = json.loads((tmp_path / "train.json").read_text())
+    assert len(records) == 60
+    for r in records:
+        assert ENVELOPE.matches(tasks.record_prompt_and_answer(r)[1])
+
+
+def test_int_range_regex_is_exactly_the_range():
+    import re
+    for low in (0, 1):
+        for high in range(low, 1001):
+            rx = re.compile(int_range_regex(high, low))
+            got = [n for n in range(0, 1200) if rx.fullmatch(str(n))]
+            assert got == list(range(low, high + 1)), (low, high)
+    with pytest.raises(ValueError):
+        int_range_regex(0, 1)
 
 
 boxes = st.lists(st.tuples(st.floats(0, 640), st.floats(0, 360), st.floats(0, 640),

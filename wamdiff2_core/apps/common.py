@@ -74,7 +74,7 @@ DECODE_OPTIONS: dict[str, DecodeOption] = {o.field: o for o in (
     DecodeOption("steps_per_block", "--steps-per-block", int,
                  "denoising step budget per block"),
     DecodeOption("threshold", "--threshold", float,
-                 "confidence threshold of the dynamic, budget and leftmost rules"),
+                 "confidence threshold of the dynamic, budget, leftmost and frontier rules"),
     DecodeOption("commit_rule", "--commit-rule", str,
                  "which masked positions a denoising step commits", COMMIT_RULES),
     DecodeOption("max_new_tokens", "--max-new-tokens", int, "longest answer in tokens"),

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 #: each (it checks at import that it has exactly these), commands and node parameters offer
 #: these choices.
 COMMIT_RULES = ("low_confidence_dynamic", "low_confidence_static", "low_confidence_budget",
-                "low_confidence_leftmost", "sequential")
+                "low_confidence_leftmost", "low_confidence_frontier", "sequential")
 #: The decoder backends' names (``decoding.backends.DECODER_BACKENDS`` maps each to its
 #: decoder). The default, "fast", gives the reference decoder's tokens (tested token for
 #: token) in less time (CPU: eager with a static cache; GPU: CUDA graphs).

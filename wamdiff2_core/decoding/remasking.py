@@ -80,6 +80,23 @@ def low_confidence_leftmost(confidence, masked, quota, last, threshold):
     return masked & ((confidence >= threshold) | (position_rank(masked) < quota) | last)
 
 
+def low_confidence_frontier(confidence, masked, quota, last, threshold):
+    """Commit every masked position with confidence >= threshold, and every masked position
+    whose left neighbour was settled when the step's forward ran (the first position of
+    each run of masked positions; a block's first position counts as settled on its left).
+
+    Each run of unsure positions then grows from its left edge, one position per step, and
+    all runs grow at once: a left-to-right decoder over each run, in parallel over the
+    runs. A block takes about as many steps as its longest run of unsure positions, with no
+    step budget to set (``steps_per_block`` still bounds it). Two unsure neighbours are
+    never decided in the same step, which is where the quota rules write a waypoint's
+    integer part as two independent guesses ("90.99" for 9.99 or 10.99). ``quota`` is not
+    used: the frontier itself is the floor, and it always holds the first masked
+    position, so every step commits at least one."""
+    settled = torch.cat([torch.ones_like(masked[..., :1]), ~masked[..., :-1]], -1)
+    return masked & ((confidence >= threshold) | settled | last)
+
+
 def sequential(confidence, masked, quota, last, threshold):
     """Commit the ``quota`` leftmost masked positions."""
     return masked & ((position_rank(masked) < quota) | last)
@@ -87,7 +104,7 @@ def sequential(confidence, masked, quota, last, threshold):
 
 COMMIT_RULE_FNS: dict[str, Rule] = {fn.__name__: fn for fn in (
     low_confidence_dynamic, low_confidence_static, low_confidence_budget,
-    low_confidence_leftmost, sequential)}
+    low_confidence_leftmost, low_confidence_frontier, sequential)}
 if tuple(COMMIT_RULE_FNS) != COMMIT_RULES:          # the names are listed once, in config
     raise ImportError(f"commit rules {tuple(COMMIT_RULE_FNS)} differ from "
                       f"decoding.config.COMMIT_RULES {COMMIT_RULES}")

@@ -11,11 +11,12 @@ compiles), which for these patterns is also Python's ``re``.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from .planning import NUM_NUMBERS
+from .planning import NUM_NUMBERS, NUM_WAYPOINTS, WAYPOINT_DT_S
 
 #: The label the simulator's detection data uses (``wamdiff2_core.sim.detection.LABEL``).
 DATA_LABELS: tuple[str, ...] = ("car",)
@@ -56,11 +57,77 @@ WAYPOINT_NUMBER = f"(?:{_NONNEG}|{_NEG})"
 GRID_INT = r"(?:0|[1-9][0-9]{0,2}|1000)"
 
 
-def planning_language() -> AnswerLanguage:
+#: The speed bound of the planning language's kinematic envelope, m/s: highway-env's
+#: ``Vehicle.MAX_SPEED`` (no simulated vehicle drives faster; the generated data's fastest
+#: waypoint is 26.7 m/s from the ego) and 144 km/h on a road.
+PLAN_MAX_SPEED_MPS = 40.0
+
+
+def int_range_regex(high: int, low: int = 0) -> str:
+    """A regular expression for the integers ``low``..``high`` (``low`` 0 or 1) written
+    without leading zeros (no look-arounds: Rust's ``regex`` has none)."""
+    if low not in (0, 1) or high < low:
+        raise ValueError(f"need low in (0, 1) and high >= low, got {low}..{high}")
+    digits = str(high)
+    if high < 10:
+        return f"[{low}-{high}]" if high > low else str(high)
+    parts = [f"[{low}-9]"] + [f"[1-9][0-9]{{{n - 1}}}" for n in range(2, len(digits))]
+    # the numbers with as many digits as ``high``: a prefix of it, a smaller digit, any digits
+    for i, d in enumerate(digits):
+        first = 1 if i == 0 else 0
+        if int(d) > first:
+            rest = len(digits) - i - 1
+            parts.append(digits[:i] + f"[{first}-{int(d) - 1}]" + (f"[0-9]{{{rest}}}" if rest else ""))
+    parts.append(digits)
+    return "(?:" + "|".join(parts) + ")"
+
+
+def _number_upto(metres: int) -> str:
+    """A waypoint number as ``_fmt2`` writes it with an integer part of at most ``metres``."""
+    if metres >= 1000:
+        return WAYPOINT_NUMBER
+    neg = r"0\.(?:0[1-9]|[1-9][0-9])"
+    if metres >= 1:
+        neg += "|" + int_range_regex(metres, 1) + r"\.[0-9]{2}"
+    return rf"(?:{int_range_regex(metres)}\.[0-9]{{2}}|-(?:{neg}))"
+
+
+def planning_language(max_speed: float | None = PLAN_MAX_SPEED_MPS) -> AnswerLanguage:
     """The planning answer: 16 waypoint numbers joined by commas, as ``format_waypoints``
-    writes them."""
-    regex = WAYPOINT_NUMBER + f"(?:,{WAYPOINT_NUMBER}){{{NUM_NUMBERS - 1}}}"
-    return AnswerLanguage("planning", regex)
+    writes them, inside a kinematic envelope: each coordinate of a waypoint at t s (0.5 ..
+    4.0) within ``max_speed`` x t' of the ego, t' being t rounded up to a whole second
+    (|x|, |y| <= floor(max_speed t') + 0.99 m). A plan no vehicle could drive (a waypoint
+    90 m ahead after 2 s at 40 m/s, or 1000 m to the side) is then never decoded, while
+    every plan of the data is a word. ``max_speed=None``: the parser's whole range, |v| <=
+    1000 m.
+
+    Whole seconds, not each waypoint's own time, because outlines-core's compile time
+    grows steeply with the number of distinct number patterns (4 compile in ~0.2 s, 8 in
+    ~5 s on this project's CPU).
+
+    Raises:
+        ValueError: ``max_speed`` not > 0.
+    """
+    if max_speed is None:
+        regex = WAYPOINT_NUMBER + f"(?:,{WAYPOINT_NUMBER}){{{NUM_NUMBERS - 1}}}"
+        return AnswerLanguage("planning", regex)
+    if not max_speed > 0:
+        raise ValueError(f"max_speed must be > 0 m/s, got {max_speed}")
+    bounds = [int(max_speed * math.ceil(k * WAYPOINT_DT_S - 1e-9) + 1e-9)
+              for k in range(1, NUM_WAYPOINTS + 1)]
+    runs: list[list] = []                        # [bound, how many numbers] in order
+    for bound in bounds:
+        if runs and runs[-1][0] == bound:
+            runs[-1][1] += 2
+        else:
+            runs.append([bound, 2])
+    parts = []
+    for bound, count in runs:                    # repetitions, as outlines compiles fastest
+        number = _number_upto(bound)
+        lead = "" if parts else number
+        reps = count - (0 if parts else 1)
+        parts.append(lead + (f"(?:,{number}){{{reps}}}" if reps else ""))
+    return AnswerLanguage(f"planning<={max_speed:g}m/s", "".join(parts))
 
 
 def detection_language(labels: Sequence[str] = DATA_LABELS,

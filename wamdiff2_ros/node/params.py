@@ -78,8 +78,8 @@ _DECODE: dict[str, tuple[Any, str, tuple | None, Callable[[Any], Any]]] = {
                       "checkpoint's own", (0, 256), _none_if_zero),
     "steps_per_block": (0, "Denoising step budget per block; 0: one step per position",
                         (0, 1024), _none_if_zero),
-    "threshold": (0.9, "Confidence at which the dynamic, budget and leftmost rules commit a "
-                       "position (0 < threshold <= 1)", (0.0, 1.0), float),
+    "threshold": (0.9, "Confidence at which the dynamic, budget, leftmost and frontier rules "
+                       "commit a position (0 < threshold <= 1)", (0.0, 1.0), float),
     "commit_rule": ("low_confidence_dynamic", "Which masked positions each denoising step "
                                               "commits", None, str),
     "temperature": (0.0, "Sampling temperature; 0: greedy", (0.0, 10.0), float),
