@@ -27,12 +27,13 @@ ANSWERS = FIXTURE / "answers.json"
 SEED, EPISODES, FRAMES = 4242, 2, 3
 
 # (name, backend, DecodeConfig keywords): the default decoding on both backends, and the fast
-# planning rule (docs/decoding.md), which exercises other commit branches.
+# planning rules (docs/decoding.md), which exercise other commit branches.
 SETTINGS = (
     ("reference", "reference", {}),
     ("fast", "fast", {}),
     ("fast_leftmost8", "fast", {"commit_rule": "low_confidence_leftmost", "steps_per_block": 8,
                                 "threshold": 0.95}),
+    ("fast_frontier", "fast", {"commit_rule": "low_confidence_frontier", "threshold": 0.95}),
 )
 
 

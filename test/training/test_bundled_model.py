@@ -124,7 +124,8 @@ def test_plan_cli_uses_the_bundle(planner, frames, capsys):
 
 @pytest.mark.parametrize("rule,steps", [("low_confidence_dynamic", None),
                                         ("low_confidence_budget", 8),
-                                        ("low_confidence_leftmost", 8)])
+                                        ("low_confidence_leftmost", 8),
+                                        ("low_confidence_frontier", None)])
 def test_fast_decoder_equals_reference_on_the_trained_model(planner, frames, rule, steps):
     """A trained model's confidences cross the threshold (a random tiny model's never do, so
     the decoder tests there only reach the rules' quota and top-1 branches): here the fast
