@@ -54,6 +54,22 @@ def test_each_task_names_its_language(model, recording_backend):
     assert CALLS == [(True, tasks.qa_language())]
 
 
+def test_the_plan_envelope_speed_is_the_planners_and_survives_reconfigure(model,
+                                                                         recording_backend):
+    slow = Planner(model, DecodeConfig(steps_per_block=4), recording_backend, plan_max_speed=2.0)
+    CALLS.clear()
+    plan = slow.plan(Observation([IMAGE], "straight", (5.0, 0.0)))   # untrained: any numbers
+    assert CALLS == [(None, tasks.planning_language(2.0))]
+    seconds = np.ceil(np.arange(1, 9) * 0.5)[:, None]
+    assert (np.abs(plan.waypoints) <= np.floor(2.0 * seconds) + 0.99 + 1e-9).all()
+    again = slow.reconfigure(replace(slow.decode, steps_per_block=8))
+    assert again.plan_max_speed == 2.0 and again.plan_language == tasks.planning_language(2.0)
+    wide = slow.reconfigure(plan_max_speed=None)
+    assert wide.plan_language == tasks.planning_language(max_speed=None)
+    with pytest.raises(ValueError, match="max_speed"):
+        Planner(model, DecodeConfig(steps_per_block=4), recording_backend, plan_max_speed=0.0)
+
+
 def test_the_switch_turns_it_off_and_a_short_budget_is_refused(model, recording_backend):
     off = Planner(model, DecodeConfig(constrained=False, steps_per_block=4, max_new_tokens=96),
                   recording_backend)

@@ -87,17 +87,24 @@ class Planner:
     their exact formats and always have the writer's syntax, questions with a closed
     answer set (``answer(..., choices=...)``) take one of the choices, and free-text
     answers are left free; ``constrained=False`` turns it off, True also keeps free-text
-    answers non-blank."""
+    answers non-blank.
+
+    ``plan_max_speed`` (m/s) is the speed of the planning language's kinematic envelope
+    (``tasks.languages.PLAN_MAX_SPEED_MPS``, 40: no waypoint farther from the ego than that
+    speed allows, docs/decoding.md); None: the parser's whole range (|v| <= 1000 m)."""
 
     def __init__(self, model: Wamdiff2Model, decode: DecodeConfig = DecodeConfig(),
-                 backend: str = DEFAULT_BACKEND, plan_decode: DecodeConfig | None = None):
+                 backend: str = DEFAULT_BACKEND, plan_decode: DecodeConfig | None = None,
+                 *, plan_max_speed: float | None = tasks.PLAN_MAX_SPEED_MPS):
         self.decoder = get_decoder(backend)          # ValueError naming the known ones
         self.model = model
         self.decode = decode
         self.backend = backend
         self.plan_decode = plan_decode
+        self.plan_max_speed = plan_max_speed
+        self.plan_language = tasks.planning_language(plan_max_speed)   # ValueError if <= 0
         if self.planning_decode.constrained is not False:   # LanguageError up front: a plan
-            automaton_for(model, tasks.planning_language(),  # needs the budget of one
+            automaton_for(model, self.plan_language,        # needs the budget of one
                           self.planning_decode.max_new_tokens)
 
     @classmethod
@@ -106,19 +113,22 @@ class Planner:
                         dtype: str | torch.dtype | None = None,
                         backend: str = DEFAULT_BACKEND,
                         plan_decode: DecodeConfig | None = None,
-                        fields: Mapping[str, Any] | None = None) -> "Planner":
+                        fields: Mapping[str, Any] | None = None,
+                        plan_max_speed: float | None = tasks.PLAN_MAX_SPEED_MPS) -> "Planner":
         """Load a checkpoint directory, build a preset, or (None) load the bundled model.
         ``fields``: diffusion fields the checkpoint does not state, or that replace its own
         (``load_model``); ``planner.model.describe()`` says where each one came from."""
         return cls(load_model(path_or_preset, device, dtype, fields=fields), decode, backend,
-                   plan_decode)
+                   plan_decode, plan_max_speed=plan_max_speed)
 
     def reconfigure(self, decode: DecodeConfig | None = None, backend: str | None = None,
-                    plan_decode=_KEEP) -> "Planner":
-        """A new planner sharing these weights with other decoding settings (``plan_decode``:
-        kept unless given; None drops it)."""
+                    plan_decode=_KEEP, plan_max_speed=_KEEP) -> "Planner":
+        """A new planner sharing these weights with other decoding settings (``plan_decode``
+        and ``plan_max_speed``: kept unless given; ``plan_decode=None`` drops it)."""
         return type(self)(self.model, decode or self.decode, backend or self.backend,
-                          self.plan_decode if plan_decode is _KEEP else plan_decode)
+                          self.plan_decode if plan_decode is _KEEP else plan_decode,
+                          plan_max_speed=(self.plan_max_speed if plan_max_speed is _KEEP
+                                          else plan_max_speed))
 
     @property
     def planning_decode(self) -> DecodeConfig:
@@ -164,7 +174,7 @@ class Planner:
         prompts = [tasks.planning_prompt(o.command, o.velocity, o.acceleration, o.position)
                    for o in observations]
         texts, stats = self.generate(prompts, [o.images for o in observations],
-                                     self.planning_decode, tasks.planning_language())
+                                     self.planning_decode, self.plan_language)
         results = []
         for text in texts:
             try:

@@ -22,7 +22,8 @@ from .conversation import (RECORDS_FILE, conversation_record, read_records,
 from .detection import (Detection, detection_prompt, format_detections, parse_detections,
                         parse_model_detections)
 from .errors import AnswerParseError
-from .languages import AnswerLanguage, detection_language, planning_language, qa_language
+from .languages import (PLAN_MAX_SPEED_MPS, AnswerLanguage, detection_language,
+                        planning_language, qa_language)
 from .planning import (COMMANDS, NUM_WAYPOINTS, WAYPOINT_DT_S, format_waypoints,
                        parse_planning_prompt, parse_waypoints, planning_prompt)
 from .qa import format_answer, parse_answer, qa_prompt
@@ -51,6 +52,7 @@ __all__ = [
     "record_prompt_and_answer",
     "AnswerLanguage",
     "planning_language",
+    "PLAN_MAX_SPEED_MPS",
     "detection_language",
     "qa_language",
     "record_task",

@@ -149,6 +149,11 @@ PARAMS: tuple[ParamSpec, ...] = (
     *_MODEL_FIELDS,
     *_decode_specs("decode", _DECODE, COMMIT_RULES),
     *_decode_specs("planning_decode", _PLAN_DECODE, ("",) + COMMIT_RULES),
+    ParamSpec("plan_max_speed_mps", 40.0, "Speed of the planning language's kinematic "
+                                          "envelope: no waypoint farther from the ego than "
+                                          "this speed allows (rounded up to whole seconds); "
+                                          "0: the parser's whole range (docs/decoding.md)",
+              "decode", float_range=(0.0, 1000.0)),
     ParamSpec("backend", DEFAULT_BACKEND, "Decoder backend (wamdiff2_core.decoding.backends): "
                                  "fast (static KV cache; CUDA graphs on a GPU) or reference "
                                  "(eager, the ground truth); same tokens", "decode",
@@ -245,6 +250,7 @@ class NodeConfig:
     fields: dict[str, Any]          # diffusion fields given by `model.*` / decode.block_size
     decode: DecodeConfig
     plan_decode: DecodeConfig | None  # planning answers' settings; None: `decode`
+    plan_max_speed: float | None    # the planning language's envelope, m/s; None: none
     backend: str
     tasks: frozenset[str]
     default_command: str
@@ -363,6 +369,7 @@ def node_config(values: Mapping[str, Any]) -> NodeConfig:
         fields=model_fields(values),
         decode=decode,
         plan_decode=plan_decode_config(values, decode),
+        plan_max_speed=float(values["plan_max_speed_mps"]) or None,
         backend=values["backend"],
         tasks=frozenset(tasks),
         default_command=values["default_command"],

@@ -190,7 +190,8 @@ class PlannerNode(LifecycleNode):
             planner = Planner.from_pretrained(cfg.checkpoint, decode=cfg.decode,
                                               device=cfg.device, dtype=cfg.dtype,
                                               backend=cfg.backend,
-                                              plan_decode=cfg.plan_decode, fields=cfg.fields)
+                                              plan_decode=cfg.plan_decode, fields=cfg.fields,
+                                              plan_max_speed=cfg.plan_max_speed)
             self.get_logger().info(planner.model.describe())
             stats = planner.warmup()
         except Exception as exc:  # noqa: BLE001 - a failed configure leaves us unconfigured
@@ -336,7 +337,8 @@ class PlannerNode(LifecycleNode):
         if "decode" in changed and self._planner is not None:
             try:
                 planner = self._planner.reconfigure(cfg.decode, backend=cfg.backend,
-                                                    plan_decode=cfg.plan_decode)
+                                                    plan_decode=cfg.plan_decode,
+                                                    plan_max_speed=cfg.plan_max_speed)
                 planner.warmup()
             except Exception as exc:  # noqa: BLE001 - rejected, the old planner stays
                 return SetParametersResult(successful=False, reason=(

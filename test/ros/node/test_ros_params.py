@@ -14,6 +14,7 @@ from rclpy.parameter import Parameter
 from ros_harness import FAST_TINY, PARAMS_FILE
 
 from wamdiff2_core.decoding import DecodeConfig
+from wamdiff2_core.tasks.languages import planning_language
 from wamdiff2_ros.node import params
 from wamdiff2_ros.node.planner_node import PlannerNode, main
 
@@ -53,6 +54,12 @@ def test_planning_decode_overrides_only_what_is_set():
     values["planning_decode.steps_per_block"] = 0                        # one per position
     assert params.node_config(values).plan_decode == DecodeConfig(
         threshold=0.95, commit_rule="low_confidence_leftmost")
+
+
+def test_the_plan_envelope_speed_parameter():
+    assert params.node_config(_defaults()).plan_max_speed == 40.0
+    assert params.node_config(dict(_defaults(), plan_max_speed_mps=60.0)).plan_max_speed == 60.0
+    assert params.node_config(dict(_defaults(), plan_max_speed_mps=0.0)).plan_max_speed is None
 
 
 def test_params_file_declares_exactly_the_node_parameters_with_their_defaults():
@@ -186,6 +193,13 @@ def _runtime_changes(node) -> bool:
         assert result.successful, result.reason
         assert node._planner.plan_decode.threshold == 0.6
         assert node._planner.plan_decode.commit_rule == "low_confidence_leftmost"
+
+        # The plan envelope's speed: a new planner whose plans use the new language
+        assert node._planner.plan_max_speed == 40.0
+        result = node.set_parameters([Parameter("plan_max_speed_mps", value=60.0)])[0]
+        assert result.successful, result.reason
+        assert node._planner.plan_language == planning_language(60.0)
+        assert node._planner.plan_decode.commit_rule == "low_confidence_leftmost"   # kept
 
         # A planner that cannot be built is rejected with the reason; the old one stays.
         result = node.set_parameters([Parameter("backend", value="no_such_backend")])[0]
