@@ -159,7 +159,7 @@ class RosClient:
         base = node
         self._lock = threading.Lock()
         self.received: dict[str, list[tuple[float, Any]]] = {
-            k: [] for k in ("path", "markers", "answer", "status", "diagnostics")}
+            k: [] for k in ("path", "markers", "answer", "status", "stats", "diagnostics")}
         camera_qos = camera_qos or QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1,
                                               reliability=ReliabilityPolicy.RELIABLE)
         small = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=10,
@@ -176,6 +176,7 @@ class RosClient:
                                      ("markers", MarkerArray, f"{base}/output/markers"),
                                      ("answer", String, f"{base}/output/answer"),
                                      ("status", DiagnosticArray, f"{base}/output/status"),
+                                     ("stats", DiagnosticArray, f"{base}/output/stats"),
                                      ("diagnostics", DiagnosticArray, "/diagnostics")):
             self.node.create_subscription(msg_type, topic,
                                           lambda msg, k=key: self._record(k, msg), small)
@@ -250,6 +251,13 @@ class RosClient:
     def status_for(self, stamp: float) -> dict | None:
         """The ~/output/status values (source, reason, ...) of the Path for that frame."""
         for _, m in self.messages("status"):
+            if abs(stamp_s(m.header.stamp) - stamp) < 1e-6 and m.status:
+                return {kv.key: kv.value for kv in m.status[0].values}
+        return None
+
+    def stats_for(self, stamp: float) -> dict | None:
+        """The ~/output/stats values of that frame (``planning.text``: the model's answer)."""
+        for _, m in self.messages("stats"):
             if abs(stamp_s(m.header.stamp) - stamp) < 1e-6 and m.status:
                 return {kv.key: kv.value for kv in m.status[0].values}
         return None

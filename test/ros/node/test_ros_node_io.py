@@ -18,6 +18,8 @@ from ros_harness import (FAST_TINY, NodeProcess, RosClient, stamp_msg, stamp_s,
                          status_stamp)
 from sim_frames import sim_frames
 
+from wamdiff2_core.tasks import parse_waypoints
+
 pytestmark = pytest.mark.ros
 
 
@@ -84,11 +86,11 @@ def _publish_odometry(client: RosClient, t: float, x: float, yaw: float, vx: flo
     client.odometry_pub.publish(msg)
 
 
-def _frame_motion(client, frame):
+def _frame_motion(client, frame, yaw: float = 0.0):
     """Odometry at the simulator frame's own speed, so the prompt carries a real velocity."""
     t0 = client.now()
     for k in range(3):
-        _publish_odometry(client, t0 - 0.2 + 0.1 * k, frame.velocity[0] * 0.1 * k, 0.0,
+        _publish_odometry(client, t0 - 0.2 + 0.1 * k, frame.velocity[0] * 0.1 * k, yaw,
                           frame.velocity[0])
     time.sleep(0.2)
 
@@ -132,7 +134,11 @@ def test_path_of_8_poses_from_the_bundled_model(ros_domain, tmp_path):
         # training note), so frames are sent one at a time until one is planned; every frame
         # is answered (markers say "no plan" when the answer does not parse).
         frames = sim_frames(18, 320, 180)                 # the bundle's training camera
-        stamp, path, _ = _publish_until_path(client, frames, "base_link")
+        # heading +y as in the odom-frame part below: odometry that turned 90 degrees at
+        # speed between the two parts would imply an implausible acceleration, and the node
+        # rightly drops such samples (it did, when the parts ran less than a gap apart)
+        facing_y = (lambda client, frame: _frame_motion(client, frame, math.pi / 2))
+        stamp, path, _ = _publish_until_path(client, frames, "base_link", facing_y)
         assert len(path.poses) == 8
         assert path.header.frame_id == "base_link"
         xy = np.array([[p.pose.position.x, p.pose.position.y] for p in path.poses])
@@ -166,9 +172,15 @@ def test_path_of_8_poses_from_the_bundled_model(ros_domain, tmp_path):
 
         stamp, path, (t0, v) = _publish_until_path(client, frames, "odom", odometry_ahead)
         assert len(path.poses) == 8 and stamp_s(path.header.stamp) == pytest.approx(stamp)
-        # Ego at (10 + v (stamp - t0), 0) facing +y: ahead in the ego frame is +y in odom.
-        first = path.poses[0].pose.position
-        assert first.x == pytest.approx(10.0 + v * (stamp - t0), abs=3.0) and first.y > -1.0
+        # Ego at (10 + v (stamp - t0), 0) facing +y: ahead in the ego frame is +y in odom,
+        # left is -x. The model's own waypoints (its answer on ~/output/stats) placed there:
+        text = client.wait_for(lambda: (client.stats_for(stamp) or {}).get("planning.text"),
+                               30, f"the stats of frame {stamp:.3f}")
+        ego = parse_waypoints(text)
+        odom = np.array([[p.pose.position.x, p.pose.position.y] for p in path.poses])
+        origin_x = 10.0 + v * (stamp - t0)
+        np.testing.assert_allclose(odom[:, 0], origin_x - ego[:, 1], atol=0.02)
+        np.testing.assert_allclose(odom[:, 1], ego[:, 0], atol=0.02)
     finally:
         client.close()
         node.stop()
