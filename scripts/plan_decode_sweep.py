@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from wamdiff2_core.decoding.config import DecodeConfig
+from wamdiff2_core.evaluation.l2 import l2_horizons, l2_per_waypoint
 from wamdiff2_core.evaluation.open_loop import load_image
 from wamdiff2_core.planner import Planner
 from wamdiff2_core.tasks import (AnswerParseError, parse_planning_prompt, parse_waypoints,
@@ -61,9 +62,9 @@ def frames(path: Path) -> list[tuple[Observation, np.ndarray]]:
 
 
 def l2_bench(pred: np.ndarray, truth: np.ndarray) -> float:
-    """Mean of the average L2 over the waypoints up to 1, 2 and 3 s (0.5 s apart)."""
-    d = np.linalg.norm(pred - truth, axis=-1)
-    return float(np.mean([d[:2].mean(), d[:4].mean(), d[:6].mean()]))
+    """Mean of the average L2 over the waypoints up to 1, 2 and 3 s (``bench decode``'s)."""
+    h = l2_horizons(l2_per_waypoint(pred, truth))
+    return float(np.mean([h["l2_avg_1s"], h["l2_avg_2s"], h["l2_avg_3s"]]))
 
 
 def main(argv=None) -> int:
