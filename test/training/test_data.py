@@ -1,4 +1,6 @@
 """Data order and batches: deterministic, task-grouped, sharded without overlap."""
+import dataclasses
+
 import pytest
 import torch
 
@@ -122,3 +124,46 @@ def test_task_loss_norm_weighs_every_answer_token_of_a_task_alike(toy_data):
     assert rows.loss_norm.tolist() == pytest.approx(task.norms)
     with pytest.raises(ValueError, match="loss_norm"):
         BatchMaker(samples, model.processor, 1, 128, loss_norm="tokens")
+
+
+def test_lateral_status_dropout_rewrites_only_planning_prompts(toy_data):
+    """data.lateral_status_dropout: a planning prompt loses its lateral velocity and
+    acceleration (written 0.00, the template otherwise byte for byte); other tasks' prompts
+    and the answers stay as they are; the draw depends on (seed, position) only."""
+    from wamdiff2_core.tasks import planning_prompt
+    from wamdiff2_core.training.data import lateral_dropped, without_lateral_status
+
+    turning = planning_prompt("left", velocity=(7.31, 0.55), acceleration=(0.2, -4.1))
+    assert without_lateral_status(turning) == planning_prompt(
+        "left", velocity=(7.31, 0.0), acceleration=(0.2, 0.0))
+    assert without_lateral_status("<image> Describe the scene.") == "<image> Describe the scene."
+    draws = [lateral_dropped(5, pos, 0.5) for pos in range(2000)]
+    assert 0.45 < sum(draws) / len(draws) < 0.55
+    assert draws == [lateral_dropped(5, pos, 0.5) for pos in range(2000)]
+    assert draws != [lateral_dropped(6, pos, 0.5) for pos in range(2000)]
+    assert not any(lateral_dropped(5, pos, 0.0) for pos in range(200))
+    assert all(lateral_dropped(5, pos, 1.0) for pos in range(200))
+
+    samples = load_samples(toy_data)
+    planning = [i for i, s in enumerate(samples) if s.task == "planning"]
+    samples[planning[0]] = dataclasses.replace(samples[planning[0]], prompt=turning)
+    model = Wamdiff2Model.from_preset("tiny", block_size=8)
+    rows = list(range(len(samples)))
+    plain = BatchMaker(samples, model.processor, 8, 128).make(rows, rows)
+    dropped = BatchMaker(samples, model.processor, 8, 128, lateral_status_dropout=1.0,
+                         seed=5).make(rows, rows)
+    want = model.processor.encode_prompts(
+        [without_lateral_status(s.prompt) if s.task == "planning" else s.prompt
+         for s in samples], [[dropped_image(p) for p in s.images] for s in samples])
+    assert torch.equal(dropped.prompt["input_ids"], want["input_ids"])
+    assert torch.equal(dropped.answers, plain.answers)
+    changed = [i for i in rows if not torch.equal(dropped.prompt["input_ids"][i],
+                                                  plain.prompt["input_ids"][i])]
+    assert planning[0] in changed and set(changed) <= set(planning)
+
+
+def dropped_image(path):
+    import numpy as np
+
+    from wamdiff2_core.image_files import open_rgb
+    return np.asarray(open_rgb(path))

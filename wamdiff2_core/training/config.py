@@ -47,6 +47,11 @@ class DataConfig:
     # task -> how many times each of its records is drawn per epoch, on average (tasks not
     # named: 1). 2.0 doubles a task's share of the steps; 0.5 draws half its records.
     task_weights: dict[str, float] = field(default_factory=dict)
+    # Probability that a planning sample is trained with its lateral ego status (the prompt's
+    # velocity y and acceleration y) written as 0.00. Without it a model plans bends from
+    # those two numbers alone and never learns to read the bend off the image (docs/training.md,
+    # "The ego-status shortcut"). 0: off. Drawn per stream position: resumable, any world size.
+    lateral_status_dropout: float = 0.0
 
 
 @dataclass(frozen=True)

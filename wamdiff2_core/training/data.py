@@ -16,7 +16,8 @@ import numpy as np
 import torch
 
 from wamdiff2_core.image_files import ImageFileError, open_rgb
-from wamdiff2_core.tasks import read_records, record_prompt_and_answer, record_task
+from wamdiff2_core.tasks import (AnswerParseError, parse_planning_prompt, planning_prompt,
+                                 read_records, record_prompt_and_answer, record_task)
 from wamdiff2_core.training.config import RecipeError
 
 
@@ -194,16 +195,43 @@ class TrainBatch:
         return self.answers.shape[0]
 
 
+def without_lateral_status(prompt: str) -> str:
+    """A planning prompt with its lateral velocity and acceleration written as 0.00; any
+    other prompt (another task's, or a planning turn not in the template) as it is."""
+    try:
+        state = parse_planning_prompt(prompt)
+    except AnswerParseError:
+        return prompt
+    return planning_prompt(state["command"], velocity=(state["velocity"][0], 0.0),
+                           acceleration=(state["acceleration"][0], 0.0),
+                           position=state["position"])
+
+
+def lateral_dropped(seed: int, position: int, probability: float) -> bool:
+    """Whether the sample at stream ``position`` loses its lateral ego status: a pure
+    function of (seed, position), like the sample's noise, so resumed runs and any number of
+    processes make the same choice."""
+    if probability <= 0.0:
+        return False
+    draw = np.random.default_rng(np.random.SeedSequence([seed, int(position), 0x1A7])).random()
+    return bool(draw < probability)
+
+
 class BatchMaker:
     """Turns stream positions into encoded batches for one processor and block size."""
 
     def __init__(self, samples: list[Sample], processor, block_size: int,
-                 max_answer_tokens: int, loss_norm: str = "answer"):
+                 max_answer_tokens: int, loss_norm: str = "answer",
+                 lateral_status_dropout: float = 0.0, seed: int = 0):
         """Samples whose answer (+ end-of-answer, padded to whole blocks) is longer than
         ``max_answer_tokens`` are left out (``dropped`` counts them). ``loss_norm``: each
         row's loss normaliser is its own answer length ("answer") or the mean answer length
-        of its task over the kept samples ("task")."""
+        of its task over the kept samples ("task"). ``lateral_status_dropout``: the
+        probability that a planning sample's prompt is written with its lateral velocity and
+        acceleration as 0.00 (:func:`lateral_dropped` draws it from ``seed`` and the stream
+        position)."""
         self.processor, self.block_size = processor, block_size
+        self.lateral_status_dropout, self.seed = lateral_status_dropout, seed
         self._images: dict[str, np.ndarray] = {}
         self.samples, self.answer_ids = [], []
         self.dropped_by_task: dict[str, int] = {}
@@ -238,7 +266,11 @@ class BatchMaker:
 
     def make(self, indices: list[int], positions: list[int]) -> TrainBatch:
         samples = [self.samples[i] for i in indices]
-        prompt = self.processor.encode_prompts([s.prompt for s in samples],
+        prompts = [without_lateral_status(s.prompt)
+                   if s.task == "planning" and lateral_dropped(self.seed, pos,
+                                                               self.lateral_status_dropout)
+                   else s.prompt for s, pos in zip(samples, positions)]
+        prompt = self.processor.encode_prompts(prompts,
                                                [[self._image(p) for p in s.images]
                                                 for s in samples])
         ids = [self.answer_ids[i] for i in indices]

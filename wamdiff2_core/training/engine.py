@@ -158,7 +158,8 @@ class Trainer:
         self.teacher = load_teacher(recipe, device)
         self.block = effective_block_size(recipe)
         self.batches = BatchMaker(samples, self.model.processor, self.block,
-                                  recipe.data.max_answer_tokens, t.loss_norm)
+                                  recipe.data.max_answer_tokens, t.loss_norm,
+                                  recipe.data.lateral_status_dropout, t.seed)
         kept = self.batches.samples
         tasks = sorted({s.task for s in kept})
         left_out = (lambda task: bool(recipe.data.tasks) and task not in recipe.data.tasks)

@@ -75,6 +75,7 @@ NUMERIC_RANGES: dict[str, Range] = {
     "data.max_answer_tokens": Range(1, MAX_TOKENS),
     "data.limit": COUNT,
     "data.length_bucket": Range(0, MAX_TOKENS),       # 0: no length buckets
+    "data.lateral_status_dropout": UNIT,
     "noise.eps": OPEN_UNIT,
     "distill.teacher_block_size": Range(0, MAX_TOKENS),
     "distill.beta": OPEN_UNIT,
