@@ -93,6 +93,36 @@ def test_bundle_plan_trains_the_bundle_and_its_ar_teacher_from_one_checkpoint(tm
         assert recipe.data.length_bucket > 0
 
 
+def test_lateral_plan_chains_the_bundle_and_its_teacher_without_lateral_status(tmp_path):
+    """pipeline_bundle_lateral.yaml (docs/runs/lateral_issue19): each chain starts from the
+    given bundle or its ar_teacher/, its "bends" stages plan only and never see the lateral
+    ego status, its last stage trains every task with half the planning prompts without it,
+    and every stage passes the recipe checks."""
+    from wamdiff2_core.training.pipeline import stage_overrides
+    from wamdiff2_core.training.validate import check_numbers
+
+    plan = load_plan("pipeline_bundle_lateral.yaml")
+    assert plan.final == "b_final"
+    values = {"preset": "runs/b19", "teacher_preset": "small", "data": "d", "out": "o"}
+    recipes = {}
+    for stage in plan.stages:
+        path = find_recipe(stage.recipe)
+        recipes[stage.name] = load_recipe(path, stage_overrides(
+            stage, values, tmp_path, 1.0, load_recipe(path).train.steps))
+        check_numbers(recipes[stage.name])
+    assert recipes["b_mix"].model.init == "runs/b19"
+    assert recipes["t_bends"].model.init == "runs/b19/ar_teacher"
+    assert recipes["b_final"].model.init == "o/b_bends2/final"
+    for name, recipe in recipes.items():
+        assert (recipe.objective == "ar") == name.startswith("t_")
+        if "bends" in name:
+            assert recipe.data.tasks == ("planning",)
+            assert recipe.data.lateral_status_dropout == 1.0
+        else:
+            assert recipe.data.tasks == () and recipe.data.lateral_status_dropout == 0.5
+            assert recipe.data.task_weights["planning"] == 2.0
+
+
 @pytest.mark.slow  # two processes start, load and train twice: ~1 minute on the CI machine
 def test_pipeline_under_torchrun_trains_every_stage_once(tmp_path, toy_data):
     """Two processes (torchrun, DDP) run the stages together; rank 0 alone logs and writes
