@@ -68,21 +68,27 @@ def test_shipped_pipeline_one_step_per_stage(tmp_path, toy_data):
     assert teacher.num_parameters() > 2 * model.num_parameters()
 
 
-def test_bundle_plan_trains_the_bundle_and_its_ar_teacher_from_one_checkpoint(tmp_path):
-    """pipeline_bundle.yaml (the model card's command): an AR stage 0 and a block-32 stage,
-    both from the checkpoint given as --preset; every detection answer of the simulator's
-    frames (up to 288 tokens) fits, and the task mix is stated in the recipes."""
+def _plan_recipes(name: str, preset: str, out):
+    """A shipped plan and each stage's recipe as the pipeline would build it ({out}: "o")."""
     from wamdiff2_core.training.pipeline import stage_overrides
 
-    plan = load_plan("pipeline_bundle.yaml")
-    assert [s.name for s in plan.stages] == ["stage0_ar", "block32_ft"]
-    assert plan.final == "block32_ft"
-    values = {"preset": "runs/prev", "teacher_preset": "small", "data": "d", "out": "o"}
+    plan = load_plan(name)
+    values = {"preset": preset, "teacher_preset": "small", "data": "d", "out": "o"}
     recipes = {}
     for stage in plan.stages:
         path = find_recipe(stage.recipe)
         recipes[stage.name] = load_recipe(path, stage_overrides(
-            stage, values, tmp_path, 1.0, load_recipe(path).train.steps))
+            stage, values, out, 1.0, load_recipe(path).train.steps))
+    return plan, recipes
+
+
+def test_bundle_plan_trains_the_bundle_and_its_ar_teacher_from_one_checkpoint(tmp_path):
+    """pipeline_bundle.yaml (the model card's command): an AR stage 0 and a block-32 stage,
+    both from the checkpoint given as --preset; every detection answer of the simulator's
+    frames (up to 288 tokens) fits, and the task mix is stated in the recipes."""
+    plan, recipes = _plan_recipes("pipeline_bundle.yaml", "runs/prev", tmp_path)
+    assert list(recipes) == ["stage0_ar", "block32_ft"]
+    assert plan.final == "block32_ft"
     teacher, bundle = recipes["stage0_ar"], recipes["block32_ft"]
     assert (teacher.objective, teacher.model.paradigm) == ("ar", "ar")
     assert (bundle.objective, bundle.model.block_size) == ("diffusion", 32)
@@ -98,18 +104,12 @@ def test_lateral_plan_chains_the_bundle_and_its_teacher_without_lateral_status(t
     given bundle or its ar_teacher/, its "bends" stages plan only and never see the lateral
     ego status, its last stage trains every task with half the planning prompts without it,
     and every stage passes the recipe checks."""
-    from wamdiff2_core.training.pipeline import stage_overrides
     from wamdiff2_core.training.validate import check_numbers
 
-    plan = load_plan("pipeline_bundle_lateral.yaml")
+    plan, recipes = _plan_recipes("pipeline_bundle_lateral.yaml", "runs/b19", tmp_path)
     assert plan.final == "b_final"
-    values = {"preset": "runs/b19", "teacher_preset": "small", "data": "d", "out": "o"}
-    recipes = {}
-    for stage in plan.stages:
-        path = find_recipe(stage.recipe)
-        recipes[stage.name] = load_recipe(path, stage_overrides(
-            stage, values, tmp_path, 1.0, load_recipe(path).train.steps))
-        check_numbers(recipes[stage.name])
+    for recipe in recipes.values():
+        check_numbers(recipe)
     assert recipes["b_mix"].model.init == "runs/b19"
     assert recipes["t_bends"].model.init == "runs/b19/ar_teacher"
     assert recipes["b_final"].model.init == "o/b_bends2/final"
