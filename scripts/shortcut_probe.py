@@ -26,18 +26,16 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from PIL import Image
 
 RIDGE_LAMBDAS = (10.0, 100.0, 1000.0)
 
 
-def planning_records(root: Path, scenario: str | None, limit: int, stride: int = 1) -> list:
-    """The planning records of ``root/train.json`` (of one scenario family if given), every
-    ``stride``-th, at most ``limit`` (0: all)."""
+def planning_records(root: Path, scenario: str | None, limit: int) -> list:
+    """The planning records of ``root/train.json`` (of one scenario family if given), at
+    most ``limit`` (0: all)."""
     records = [r for r in json.loads((root / "train.json").read_text())
                if r["task"] == "planning"
                and (scenario is None or r["meta"].get("scenario") == scenario)]
-    records = records[::stride]
     return records[:limit] if limit else records
 
 
@@ -62,13 +60,14 @@ def _corr(a: np.ndarray, b: np.ndarray) -> float:
 def plan_with_and_without_status(planner, root: Path, records: list) -> dict:
     """Lateral offsets at 4 s of the expert and of the planner's plans, with the lateral
     status as recorded and zeroed, and their errors."""
+    from wamdiff2_core.evaluation.open_loop import load_image
     from wamdiff2_core.tasks import parse_planning_prompt, record_prompt_and_answer
     from wamdiff2_core.types import Observation
 
     truth, kept, zeroed, failed = [], [], [], 0
     for record in records:
         state = parse_planning_prompt(record_prompt_and_answer(record)[0])
-        image = Image.open(root / record["image"][0]).convert("RGB")
+        image = load_image(record, root)
         lateral = []
         for zero in (False, True):
             velocity, acceleration = state["velocity"], state["acceleration"]
@@ -97,12 +96,13 @@ def plan_with_and_without_status(planner, root: Path, records: list) -> dict:
 
 def visual_features(model, root: Path, records: list) -> np.ndarray:
     """(N, tokens x width): each frame's merged visual tokens, flattened."""
+    from wamdiff2_core.evaluation.open_loop import load_image
     from wamdiff2_core.tasks import detection_prompt
 
     tower, rows = model.hf.model.visual, []
     with torch.no_grad():
         for record in records:
-            image = np.asarray(Image.open(root / record["image"][0]).convert("RGB"))
+            image = np.asarray(load_image(record, root))
             batch = model.processor.encode_prompts([detection_prompt()], [[image]])
             out = tower(batch["pixel_values"], grid_thw=batch["image_grid_thw"])
             out = out[0] if isinstance(out, tuple) else getattr(out, "pooler_output", out)

@@ -1,9 +1,11 @@
 """Data order and batches: deterministic, task-grouped, sharded without overlap."""
 import dataclasses
 
+import numpy as np
 import pytest
 import torch
 
+from wamdiff2_core.image_files import open_rgb
 from wamdiff2_core.model.modeling import Wamdiff2Model
 from wamdiff2_core.training.config import RecipeError
 from wamdiff2_core.training.data import (
@@ -154,16 +156,9 @@ def test_lateral_status_dropout_rewrites_only_planning_prompts(toy_data):
                          seed=5).make(rows, rows)
     want = model.processor.encode_prompts(
         [without_lateral_status(s.prompt) if s.task == "planning" else s.prompt
-         for s in samples], [[dropped_image(p) for p in s.images] for s in samples])
+         for s in samples], [[np.asarray(open_rgb(p)) for p in s.images] for s in samples])
     assert torch.equal(dropped.prompt["input_ids"], want["input_ids"])
     assert torch.equal(dropped.answers, plain.answers)
     changed = [i for i in rows if not torch.equal(dropped.prompt["input_ids"][i],
                                                   plain.prompt["input_ids"][i])]
     assert planning[0] in changed and set(changed) <= set(planning)
-
-
-def dropped_image(path):
-    import numpy as np
-
-    from wamdiff2_core.image_files import open_rgb
-    return np.asarray(open_rgb(path))
