@@ -1,4 +1,5 @@
-"""``wamdiff2 data generate``: simulated episodes -> images + conversation records."""
+"""``wamdiff2 data generate``: simulated episodes -> images + conversation records;
+``wamdiff2 data merge``: one records file over several data sets."""
 from __future__ import annotations
 
 import json
@@ -29,11 +30,41 @@ def register(subparsers) -> None:
                      help="horizontal field of view in degrees (default 80)")
     gen.add_argument("--frames", type=int, default=20, metavar="N",
                      help="frames per episode, one every 0.5 s (default 20)")
+    gen.add_argument("--drive", choices=("expert", "perturbed"), default="expert",
+                     help="expert: the expert drives and its future is the label (default); "
+                          "perturbed: recovery data, the car follows the expert's plan pushed "
+                          "sideways and each frame's label is the expert's clean plan from "
+                          "where the car is (docs/simulation.md)")
+    gen.add_argument("--perturb-m", type=float, default=0.75, metavar="M",
+                     help="perturbed drive: std of the sideways push in metres (default 0.75)")
+    gen.add_argument("--perturb-p", type=float, default=0.5, metavar="P",
+                     help="perturbed drive: probability that a plan is pushed (default 0.5)")
     gen.add_argument("--resume", action="store_true",
                      help="continue an interrupted run in DIR (same arguments)")
     gen.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
     gen.add_argument("--no-progress", action="store_true", help="no progress bar")
     gen.set_defaults(func=run_generate)
+    merge = data.add_parser(
+        "merge", help="one records file over several generated data sets",
+        description="Write DIR/train.json with the records of every SRC (e.g. expert data "
+                    "and --drive perturbed recovery data) for one training run over all of "
+                    "them. Images stay in place (paths rewritten relative to DIR); ids get "
+                    "the prefix s<k>_ (k: the SRC's place); the sources must share a camera.")
+    merge.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    merge.add_argument("sources", nargs="+", metavar="SRC", help="finished data sets")
+    merge.set_defaults(func=run_merge)
+
+
+def run_merge(args) -> int:
+    from wamdiff2_core.sim.generator import GeneratorError, merge
+
+    try:
+        counts = merge(args.out, args.sources)
+    except GeneratorError as exc:
+        raise CliError(str(exc)) from None
+    parts = ", ".join(f"{n} from {source}" for source, n in counts.items())
+    print(f"wrote {sum(counts.values())} records ({parts}) to {args.out}")
+    return 0
 
 
 def run_generate(args) -> int:
@@ -46,7 +77,9 @@ def run_generate(args) -> int:
             episodes=args.episodes, seed=args.seed, tasks=tasks,
             scenarios=scenarios_arg(args.scenarios),
             episode=EpisodeConfig(frames=args.frames,
-                                  camera=camera_arg(args.resolution, args.hfov)))
+                                  camera=camera_arg(args.resolution, args.hfov),
+                                  drive=args.drive, perturb_m=args.perturb_m,
+                                  perturb_p=args.perturb_p))
         summary = generate(args.out, config, resume=args.resume,
                            progress=not args.no_progress)
     except (ValueError, GeneratorError) as exc:

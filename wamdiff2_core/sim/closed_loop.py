@@ -13,7 +13,6 @@ longer answer (``PlannerUnavailable``) ends there as a failure with the reason, 
 """
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -217,14 +216,8 @@ def run_episode(source: PlanSource, scenario: str, seed: int, index: int,
                 schedule.frame(frame)
             follower.apply(arrived + schedule.arrivals(now), world)
             follower.check(world)
-            ego = world.ego_state()
-            velocity, _ = world.ego_motion()
-            motion_yaw = ego.yaw + math.atan2(velocity[1], velocity[0]) if (
-                velocity[0] > 0.5) else ego.yaw
-            control = controller.control(ego.xy, ego.yaw, ego.speed, motion_yaw, world.time,
-                                         CONTROL_DT)
-            world.step(control)
-            speed_before = ego.speed
+            speed_before = world.ego_state().speed
+            world.step(controller.control_world(world, CONTROL_DT))
             ego = world.ego_state()
             egos.append([ego.x, ego.y, ego.yaw, ego.speed])
             others.append(_others_array(world, config.others_radius_m))

@@ -149,3 +149,11 @@ class TrackingController:
         beta = math.asin(sin_beta)
         steering = math.atan(2.0 * math.tan(beta))
         return accel, float(np.clip(steering, -cfg.max_steering_rad, cfg.max_steering_rad))
+
+    def control_world(self, world, dt: float) -> tuple[float, float]:
+        """:meth:`control` for the ego of a ``World`` now, for a control step of ``dt``."""
+        ego = world.ego_state()
+        velocity, _ = world.ego_motion()
+        motion_yaw = ego.yaw + math.atan2(velocity[1], velocity[0]) if (
+            velocity[0] > 0.5) else ego.yaw
+        return self.control(ego.xy, ego.yaw, ego.speed, motion_yaw, world.time, dt)

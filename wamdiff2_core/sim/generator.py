@@ -15,6 +15,7 @@ file, and ``--resume`` regenerates only the episodes that had not finished.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from dataclasses import asdict, dataclass, field
@@ -204,3 +205,51 @@ def generate(out: str | Path, config: GeneratorConfig, resume: bool = False,
     return GenerateSummary(out=str(out), episodes=config.episodes, frames=frames,
                            records=counts, resumed_episodes=resumed,
                            seconds=round(time.perf_counter() - start, 2))
+
+
+# ------------------------------------------------------------------------------ merging
+def merge(out: str | Path, sources: list[str | Path]) -> dict:
+    """Write ``out/train.json`` holding the records of every finished data set in
+    ``sources`` (e.g. expert data and ``--drive perturbed`` recovery data), for one training
+    run over both. Images stay where they are: each record's paths are rewritten relative
+    to ``out``. Ids become ``s<k>_<id>`` (``k``: the source's place in ``sources``) so that
+    equal ids of two sources stay apart; ``meta.source`` names the source folder. The
+    sources must share one camera (``camera.json``), which is copied. Returns
+    ``{source: records}``."""
+
+    out = Path(out)
+    if (out / RECORDS_FILE).exists():
+        raise GeneratorError(f"{out} already holds a data set ({RECORDS_FILE}); choose "
+                             "another directory")
+    if len(sources) < 2:
+        raise GeneratorError("merge needs at least two data sets")
+    folders = [Path(source).resolve() for source in sources]
+    if len(set(folders)) != len(folders):
+        raise GeneratorError("a data set is named twice")
+    camera = None
+    for folder in folders:
+        if not (folder / RECORDS_FILE).is_file():
+            raise GeneratorError(f"{folder} holds no finished data set ({RECORDS_FILE})")
+        text = (folder / "camera.json").read_text() if (folder / "camera.json").is_file() \
+            else None
+        if camera is not None and text != camera:
+            raise GeneratorError(f"{folder} was taken with another camera than "
+                                 f"{folders[0]} (camera.json differs)")
+        camera = text
+    out.mkdir(parents=True, exist_ok=True)
+    target = out.resolve()
+    merged, counts = [], {}
+    for k, folder in enumerate(folders):
+        records = json.loads((folder / RECORDS_FILE).read_text())
+        for record in records:
+            images = record.get("image", [])
+            images = [images] if isinstance(images, str) else images
+            record["image"] = [os.path.relpath(folder / path, target) for path in images]
+            record["id"] = f"s{k}_{record['id']}"
+            record.setdefault("meta", {})["source"] = folder.name
+        merged.extend(records)
+        counts[str(sources[k])] = len(records)
+    if camera is not None:
+        write_atomic(out / "camera.json", camera.encode())
+    write_atomic(out / RECORDS_FILE, _json_bytes(merged))
+    return counts
