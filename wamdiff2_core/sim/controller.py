@@ -6,7 +6,13 @@ meaningful, and is simply followed further along in time, while the next one is 
 
 - Steering: pure pursuit on the plan's polyline with a speed-dependent look-ahead, turned
   into a steering angle through highway-env's kinematic bicycle model (slip angle
-  ``beta = atan(tan(delta) / 2)``, path curvature ``sin(beta) / (L / 2)``).
+  ``beta = atan(tan(delta) / 2)``, path curvature ``sin(beta) / (L / 2)``). The model's
+  centre moves along ``heading + beta``, and ``beta`` follows the steering at once, so the
+  arc to the look-ahead point is solved for the slip it will itself have: with the point at
+  ``alpha`` from the heading, ``L_d`` away, ``k = L / L_d``, ``tan(beta) = k sin(alpha) /
+  (1 + k cos(alpha))``. (Steering from the motion direction of the last step instead feeds
+  each step's slip back into the next: a two-step oscillation, growing where the look-ahead
+  is shorter than the wheelbase, i.e. below 6.7 m/s.)
 - Speed: the plan's speed profile read ``SPEED_LOOKAHEAD_S`` ahead, a proportional term
   and the profile's own acceleration as feed-forward, clipped to [-6, 3] m/s^2, rate
   limited (jerk) except when braking harder, and never reversing.
@@ -118,10 +124,9 @@ class TrackingController:
     def set_plan(self, plan: Plan) -> None:
         self.plan = plan
 
-    def control(self, ego_xy: np.ndarray, ego_yaw: float, speed: float, motion_yaw: float,
-                time: float, dt: float) -> tuple[float, float]:
-        """(acceleration [m/s^2], steering [rad]) for the current state. ``motion_yaw`` is
-        the direction the ego is actually moving in (heading plus slip)."""
+    def control(self, ego_xy: np.ndarray, ego_yaw: float, speed: float, time: float,
+                dt: float) -> tuple[float, float]:
+        """(acceleration [m/s^2], steering [rad]) for the current state."""
         cfg = self.config
         if self.plan is None:
             raise RuntimeError("no plan to follow")
@@ -142,18 +147,15 @@ class TrackingController:
         point = _lookahead_point(self.plan.points, np.asarray(ego_xy), distance)
         if point is None or speed < 0.05:
             return accel, 0.0
-        local = map_to_ego(point, ego_xy, motion_yaw)
+        local = map_to_ego(point, ego_xy, ego_yaw)
         alpha = math.atan2(local[1], local[0])
-        curvature = 2.0 * math.sin(alpha) / max(float(np.hypot(*local)), 1e-3)
-        sin_beta = float(np.clip(curvature * cfg.wheelbase_m / 2.0, -0.99, 0.99))
-        beta = math.asin(sin_beta)
+        k = cfg.wheelbase_m / max(float(np.hypot(*local)), 1e-3)
+        beta = math.atan2(k * math.sin(alpha), 1.0 + k * math.cos(alpha))
+        beta = float(np.clip(beta, -math.asin(0.99), math.asin(0.99)))
         steering = math.atan(2.0 * math.tan(beta))
         return accel, float(np.clip(steering, -cfg.max_steering_rad, cfg.max_steering_rad))
 
     def control_world(self, world, dt: float) -> tuple[float, float]:
         """:meth:`control` for the ego of a ``World`` now, for a control step of ``dt``."""
         ego = world.ego_state()
-        velocity, _ = world.ego_motion()
-        motion_yaw = ego.yaw + math.atan2(velocity[1], velocity[0]) if (
-            velocity[0] > 0.5) else ego.yaw
-        return self.control(ego.xy, ego.yaw, ego.speed, motion_yaw, world.time, dt)
+        return self.control(ego.xy, ego.yaw, ego.speed, world.time, dt)
