@@ -12,7 +12,9 @@ def register(subparsers) -> None:
     data = subgroup(subparsers, "data")
     gen = data.add_parser(
         "generate", help="simulate episodes and write images + conversation records",
-        description="Drive the expert through simulated episodes (highway-env), render the "
+        description="Drive the expert (or, with --drive perturbed, a car pushed off the "
+                    "expert's plan, for recovery data) through simulated episodes "
+                    "(highway-env), render the "
                     "front camera (Panda3D, offscreen) and write DIR/images/*.png, "
                     "DIR/camera.json and DIR/train.json (reference conversation format, "
                     "one record per task per frame). Same arguments, same bytes.")
