@@ -126,20 +126,31 @@ def test_lateral_plan_chains_the_bundle_and_its_teacher_without_lateral_status(t
 
 def test_recovery_plan_trains_the_bundle_and_its_teacher_from_the_given_pair(tmp_path):
     """pipeline_bundle_recovery.yaml (docs/training.md, "Recovery data"): the teacher from
-    the given bundle's ar_teacher/, the bundle from the bundle, every task with planning
-    drawn twice as often, the lateral status kept, every stage passing the recipe checks."""
+    the given bundle's ar_teacher/, the bundle from the bundle, first every task with
+    planning drawn twice as often and the lateral status kept, then each chain on the
+    recovery sets alone, planning only, never the lateral status; every stage passes the
+    recipe checks."""
     from wamdiff2_core.training.validate import check_numbers
 
     plan, recipes = _plan_recipes("pipeline_bundle_recovery.yaml", "runs/b19", tmp_path)
-    assert plan.final == "b_rec" and list(recipes) == ["t_rec", "b_rec"]
+    assert plan.final == "b_lane"
+    assert list(recipes) == ["t_rec", "b_rec", "t_lane", "b_lane"]
     assert recipes["t_rec"].model.init == "runs/b19/ar_teacher"
     assert recipes["b_rec"].model.init == "runs/b19"
-    assert (recipes["t_rec"].objective, recipes["b_rec"].model.block_size) == ("ar", 32)
-    for recipe in recipes.values():
+    assert recipes["t_lane"].model.init == "o/t_rec/final"
+    assert recipes["b_lane"].model.init == "o/b_rec/final"
+    for name, recipe in recipes.items():
         check_numbers(recipe)
-        assert recipe.data.tasks == () and recipe.data.lateral_status_dropout == 0.0
-        assert recipe.data.task_weights["planning"] == 2.0
+        assert (recipe.objective == "ar") == name.startswith("t_")
+        assert recipe.objective == "ar" or recipe.model.block_size == 32
         assert recipe.data.max_answer_tokens >= 288
+        if name.endswith("_rec"):
+            assert recipe.data.tasks == () and recipe.data.lateral_status_dropout == 0.0
+            assert recipe.data.task_weights["planning"] == 2.0 and recipe.data.path == "d"
+        else:
+            assert recipe.data.tasks == ("planning",)
+            assert recipe.data.lateral_status_dropout == 1.0
+            assert recipe.data.path == "data/pert_only"
 
 @pytest.mark.slow  # two processes start, load and train twice: ~1 minute on the CI machine
 def test_pipeline_under_torchrun_trains_every_stage_once(tmp_path, toy_data):

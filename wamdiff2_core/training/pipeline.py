@@ -1,7 +1,8 @@
 """The stage chain: stage 0 -> I -> II -> III as a list of recipes (``pipeline.yaml``).
 
 Each stage is a recipe plus overrides with ``{preset}``, ``{teacher_preset}``, ``{data}`` and
-``{out}`` filled in; stages run one after the other in this process. Every recipe is built
+``{out}`` filled in (a stage trains on ``--data`` unless its overrides set ``data.path``);
+stages run one after the other in this process. Every recipe is built
 and validated before its stage starts; a stage whose ``final`` directory exists is skipped,
 and a stage with checkpoints resumes, so an interrupted pipeline continues where it stopped
 when rerun with ``resume=True``.
@@ -58,9 +59,12 @@ def load_plan(path: str | Path) -> PipelinePlan:
 def stage_overrides(stage: Stage, values: dict, out: Path, steps_scale: float,
                     steps: int) -> list[str]:
     """The ``key=value`` list of one stage: its ``set`` entries (placeholders filled), its
-    data and output paths and its scaled step count."""
+    data path (``--data``, unless the stage sets ``data.path`` itself), its output path and
+    its scaled step count."""
     items = [f"{k}={str(v).format(**values)}" for k, v in stage.set.items()]
-    items += [f"data.path={values['data']}", f"output.dir={out / stage.name}"]
+    if "data.path" not in stage.set:
+        items.append(f"data.path={values['data']}")
+    items.append(f"output.dir={out / stage.name}")
     if steps_scale != 1.0:
         items.append(f"train.steps={max(1, math.ceil(steps * steps_scale))}")
     return items
