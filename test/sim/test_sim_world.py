@@ -112,3 +112,25 @@ def test_controlled_ego_follows_a_steering_command_left():
     with pytest.raises(ValueError):
         world.step(None)
     assert world.time == pytest.approx(10 * CONTROL_DT)
+
+
+@pytest.mark.parametrize("scenario", ["racetrack", "intersection"])
+def test_expert_plan_is_where_the_expert_then_drives(scenario):
+    """World.expert_plan (the closed loop's expert waypoints and command, and the perturbed
+    drive's labels): eight ego-frame points 0.5 s apart that the expert-driven ego then
+    passes through, and the command of the same rollout."""
+    world = World(scenario, 5)
+    for _ in range(10):
+        world.step()
+    start = world.ego_state()
+    waypoints, command = world.expert_plan()
+    assert waypoints.shape == (8, 2)
+    driven = []
+    for step in range(1, 41):
+        world.step()
+        if step % 5 == 0:
+            driven.append(map_to_ego(world.ego_state().xy, start.xy, start.yaw))
+    assert np.abs(np.array(driven) - waypoints).max() < 0.5, (driven, waypoints)
+    assert command == derive_command(world.road.network, world.ego_trace, 10, 40)
+    short, _ = world.expert_plan(waypoints=4, waypoint_dt=0.25)
+    assert short.shape == (4, 2) and 0.0 < short[0, 0] < waypoints[0, 0]

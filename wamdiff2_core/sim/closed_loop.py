@@ -22,7 +22,6 @@ from wamdiff2_core.evaluation.pdms import EpisodeLog, EpisodeScore, ScoreConfig,
 from wamdiff2_core.geometry import map_to_ego, wrap_angle
 from wamdiff2_core.sim.camera import CameraConfig
 from wamdiff2_core.sim.controller import ControllerConfig, TrackingController
-from wamdiff2_core.sim.expert import derive_command
 from wamdiff2_core.sim.generator import episode_seed
 from wamdiff2_core.sim.latency import parse_latency_model
 from wamdiff2_core.sim.plan_follower import FALLBACK_TEXT, PlanFollower, PlannerStats
@@ -265,13 +264,11 @@ def capture_frame(world: World, renderer: CameraRenderer, config: ClosedLoopConf
     """The front camera now, with the command (from a rollout of the expert), velocity,
     acceleration and the expert's own waypoints (for the privileged expert planner)."""
     ego = world.ego_state()
-    rollout = world.expert_rollout(horizon_s=4.0)
-    poses = rollout.map_poses()[5::5][:8]                        # t = 0.5 ... 4.0 s
-    expert_waypoints = map_to_ego(poses[:, :2], ego.xy, ego.yaw)
+    expert_waypoints, command = world.expert_plan()              # t = 0.5 ... 4.0 s
     image = renderer.render(ego, world.others(radius=config.camera.far + 10.0)).rgb
     velocity, acceleration = world.ego_motion()
     observation = SimObservation(
-        images=[image], command=derive_command(world.road.network, rollout, 0, 40),
+        images=[image], command=command,
         velocity=(float(velocity[0]), float(velocity[1])),
         acceleration=(float(acceleration[0]), float(acceleration[1])),
         stamp=world.time, expert_waypoints=expert_waypoints)

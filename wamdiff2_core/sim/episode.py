@@ -148,12 +148,7 @@ class _PerturbedDriver:
     def replan(self) -> None:
         world, config = self.world, self.config
         ego = world.ego_state()
-        rollout = world.expert_rollout(horizon_s=HORIZON_S)
-        wp_step = round(WAYPOINT_DT_S / CONTROL_DT)
-        poses = rollout.map_poses()[wp_step::wp_step][:NUM_WAYPOINTS]
-        self.waypoints = map_to_ego(poses[:, :2], ego.xy, ego.yaw)
-        self.command = derive_command(world.road.network, rollout, 0,
-                                      round(HORIZON_S / CONTROL_DT))
+        self.waypoints, self.command = world.expert_plan(NUM_WAYPOINTS, WAYPOINT_DT_S)
         followed = self.waypoints.copy()
         if self.rng.random() < config.perturb_p:
             offset = float(np.clip(self.rng.normal(0.0, config.perturb_m),

@@ -268,6 +268,21 @@ class World:
                                                              expert.timer)
         return trace
 
+    def expert_plan(self, waypoints: int = 8, waypoint_dt: float = 0.5
+                    ) -> tuple[np.ndarray, str]:
+        """The expert's plan from here, as a planner states it: ``waypoints`` positions
+        (waypoints, 2), ego frame, ``waypoint_dt`` apart, and the driving command derived
+        from the same rollout (:func:`expert.derive_command`). One :meth:`expert_rollout`
+        of ``waypoints * waypoint_dt`` seconds (it updates the expert's lane memory)."""
+        horizon_s = waypoints * waypoint_dt
+        rollout = self.expert_rollout(horizon_s=horizon_s)
+        step = round(waypoint_dt / CONTROL_DT)
+        poses = rollout.map_poses()[step::step][:waypoints]
+        ego = self.ego_state()
+        command = expert_mod.derive_command(self.road.network, rollout, 0,
+                                            round(horizon_s / CONTROL_DT))
+        return map_to_ego(poses[:, :2], ego.xy, ego.yaw), command
+
     def copy_road(self, radius: float) -> tuple[object, Vehicle]:
         """A deep copy of the road keeping vehicles within ``radius`` of the ego, and the
         ego's copy in it."""
