@@ -91,17 +91,25 @@ class Planner:
 
     ``plan_max_speed`` (m/s) is the speed of the planning language's kinematic envelope
     (``tasks.languages.PLAN_MAX_SPEED_MPS``, 40: no waypoint farther from the ego than that
-    speed allows, docs/decoding.md); None: the parser's whole range (|v| <= 1000 m)."""
+    speed allows, docs/decoding.md); None: the parser's whole range (|v| <= 1000 m).
+
+    ``lateral_status``: whether planning prompts state the ego's lateral velocity and
+    acceleration; None (the default) takes the model's setting
+    (``model.fields.lateral_status``: False for a model trained without them, which then
+    reads them as 0.00, as in its training)."""
 
     def __init__(self, model: Wamdiff2Model, decode: DecodeConfig = DecodeConfig(),
                  backend: str = DEFAULT_BACKEND, plan_decode: DecodeConfig | None = None,
-                 *, plan_max_speed: float | None = tasks.PLAN_MAX_SPEED_MPS):
+                 *, plan_max_speed: float | None = tasks.PLAN_MAX_SPEED_MPS,
+                 lateral_status: bool | None = None):
         self.decoder = get_decoder(backend)          # ValueError naming the known ones
         self.model = model
         self.decode = decode
         self.backend = backend
         self.plan_decode = plan_decode
         self.plan_max_speed = plan_max_speed
+        self.lateral_status = (model.fields.lateral_status if lateral_status is None
+                               else bool(lateral_status))
         self.plan_language = tasks.planning_language(plan_max_speed)   # ValueError if <= 0
         if self.planning_decode.constrained is not False:   # LanguageError up front: a plan
             automaton_for(model, self.plan_language,        # needs the budget of one
@@ -114,21 +122,24 @@ class Planner:
                         backend: str = DEFAULT_BACKEND,
                         plan_decode: DecodeConfig | None = None,
                         fields: Mapping[str, Any] | None = None,
-                        plan_max_speed: float | None = tasks.PLAN_MAX_SPEED_MPS) -> "Planner":
+                        plan_max_speed: float | None = tasks.PLAN_MAX_SPEED_MPS,
+                        lateral_status: bool | None = None) -> "Planner":
         """Load a checkpoint directory, build a preset, or (None) load the bundled model.
         ``fields``: diffusion fields the checkpoint does not state, or that replace its own
         (``load_model``); ``planner.model.describe()`` says where each one came from."""
         return cls(load_model(path_or_preset, device, dtype, fields=fields), decode, backend,
-                   plan_decode, plan_max_speed=plan_max_speed)
+                   plan_decode, plan_max_speed=plan_max_speed, lateral_status=lateral_status)
 
     def reconfigure(self, decode: DecodeConfig | None = None, backend: str | None = None,
                     plan_decode=_KEEP, plan_max_speed=_KEEP) -> "Planner":
         """A new planner sharing these weights with other decoding settings (``plan_decode``
-        and ``plan_max_speed``: kept unless given; ``plan_decode=None`` drops it)."""
+        and ``plan_max_speed``: kept unless given; ``plan_decode=None`` drops it); the
+        lateral status setting is kept."""
         return type(self)(self.model, decode or self.decode, backend or self.backend,
                           self.plan_decode if plan_decode is _KEEP else plan_decode,
                           plan_max_speed=(self.plan_max_speed if plan_max_speed is _KEEP
-                                          else plan_max_speed))
+                                          else plan_max_speed),
+                          lateral_status=self.lateral_status)
 
     @property
     def planning_decode(self) -> DecodeConfig:
@@ -171,8 +182,7 @@ class Planner:
         AnswerParseError in that slot, so one bad row does not hide the others. Every result,
         and every such error as its ``stats`` attribute, carries the batch's DecodeStats
         (a malformed answer cost a decode too)."""
-        prompts = [tasks.planning_prompt(o.command, o.velocity, o.acceleration, o.position)
-                   for o in observations]
+        prompts = [self.planning_prompt(o) for o in observations]
         texts, stats = self.generate(prompts, [o.images for o in observations],
                                      self.planning_decode, self.plan_language)
         results = []
@@ -183,6 +193,15 @@ class Planner:
                 exc.stats = stats
                 results.append(exc)
         return results
+
+    def planning_prompt(self, observation: Observation) -> str:
+        """The planning prompt this planner writes for an observation (the lateral velocity
+        and acceleration as 0.00 when ``lateral_status`` is False)."""
+        velocity, acceleration = observation.velocity, observation.acceleration
+        if not self.lateral_status:
+            velocity, acceleration = (velocity[0], 0.0), (acceleration[0], 0.0)
+        return tasks.planning_prompt(observation.command, velocity, acceleration,
+                                     observation.position)
 
     def plan(self, observation: Observation) -> PlanResult:
         """Eight waypoints for one observation; raises AnswerParseError on a malformed answer."""

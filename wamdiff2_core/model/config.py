@@ -24,6 +24,9 @@ class DiffusionFields:
 
     paradigm: "ar" for the stage-0 next-token model, "diffusion" for block diffusion.
     block_size: answer block length B (1 for AR).
+    lateral_status: whether planning prompts state the ego's lateral velocity and
+    acceleration. False for a model trained with them never shown
+    (``data.lateral_status_dropout: 1.0``): its planner writes both as 0.00, as in training.
     """
     paradigm: str
     block_size: int
@@ -31,12 +34,16 @@ class DiffusionFields:
     eoa_token_id: int
     pad_token_id: int
     preset: str = ""
+    lateral_status: bool = True
 
     def __post_init__(self):
         if self.paradigm not in PARADIGMS:
             raise ValueError(f"paradigm must be one of {PARADIGMS}, got {self.paradigm!r}")
         if self.block_size < 1:
             raise ValueError(f"block_size must be >= 1, got {self.block_size}")
+        if not isinstance(self.lateral_status, bool):
+            raise ValueError(f"lateral_status must be true or false, got "
+                             f"{self.lateral_status!r}")
 
     def with_(self, **kw) -> "DiffusionFields":
         return replace(self, **kw)

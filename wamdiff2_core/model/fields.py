@@ -153,9 +153,11 @@ def resolve_fields(config: dict, tokenizer, overrides: Mapping[str, Any] | None 
     if values["mask_token_id"] == values["eoa_token_id"]:
         raise CheckpointError(f"{where}'s mask_token_id and eoa_token_id are both "
                               f"{values['mask_token_id']}")
-    preset = (config.get("wamdiff2") or {}).get("preset", "")
+    section = config.get("wamdiff2") or {}
+    lateral = section.get("lateral_status")
     try:
-        fields = DiffusionFields(**values, preset=preset or "")
+        fields = DiffusionFields(**values, preset=section.get("preset") or "",
+                                 lateral_status=True if lateral is None else lateral)
     except (TypeError, ValueError) as exc:
         raise CheckpointError(f"{where}'s diffusion fields are invalid: {exc}") from None
     return ResolvedFields(fields, sources)

@@ -47,17 +47,21 @@ class TrainingError(RuntimeError):
 
 def build_student(recipe: Recipe, device: torch.device) -> Wamdiff2Model:
     """The model a recipe starts from: a preset, or a checkpoint with the recipe's fields
-    (and ``model.max_pixels``, when set, as its image budget)."""
+    (and ``model.max_pixels``, when set, as its image budget). A recipe that never shows the
+    lateral status (``data.lateral_status_dropout: 1.0``) makes a model whose planner leaves
+    it out too (``DiffusionFields.lateral_status``)."""
     m = recipe.model
     bsz = effective_block_size(recipe)
     if is_preset(m.init):
-        return Wamdiff2Model.from_preset(m.init, paradigm=m.paradigm, block_size=bsz,
-                                         seed=m.seed, device=device,
-                                         max_pixels=m.max_pixels or None)
-    model = Wamdiff2Model.from_pretrained(m.init, device=device)
-    if m.max_pixels:
-        model = model.with_max_pixels(m.max_pixels)
-    return model.with_fields(source="recipe", paradigm=m.paradigm, block_size=bsz)
+        model = Wamdiff2Model.from_preset(m.init, paradigm=m.paradigm, block_size=bsz,
+                                          seed=m.seed, device=device,
+                                          max_pixels=m.max_pixels or None)
+    else:
+        model = Wamdiff2Model.from_pretrained(m.init, device=device)
+        if m.max_pixels:
+            model = model.with_max_pixels(m.max_pixels)
+    return model.with_fields(source="recipe", paradigm=m.paradigm, block_size=bsz,
+                             lateral_status=recipe.data.lateral_status_dropout < 1.0)
 
 
 def load_teacher(recipe: Recipe, device: torch.device) -> Wamdiff2Model | None:
