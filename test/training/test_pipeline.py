@@ -152,6 +152,30 @@ def test_recovery_plan_trains_the_bundle_and_its_teacher_from_the_given_pair(tmp
             assert recipe.data.lateral_status_dropout == 1.0
             assert recipe.data.path == "data/pert_only"
 
+def test_lane_plan_distils_the_lane_teacher_into_block_32_twice(tmp_path):
+    """pipeline_bundle_lane.yaml (docs/runs/lane_distill_issue19): the lane teacher from the
+    given bundle's ar_teacher/, then two block-32 students distilled from it (JSD, its AR
+    view), one from its own weights and one from the bundle's; planning only, the lateral
+    status never shown, every stage on {data} and through the recipe checks."""
+    from wamdiff2_core.training.validate import check_numbers
+
+    plan, recipes = _plan_recipes("pipeline_bundle_lane.yaml", "runs/b19", tmp_path)
+    assert plan.final == "s_self"
+    assert list(recipes) == ["t_lane", "s_self", "s_bundle"]
+    assert recipes["t_lane"].model.init == "runs/b19/ar_teacher"
+    assert recipes["t_lane"].objective == "ar"
+    assert recipes["s_self"].model.init == "o/t_lane/final"
+    assert recipes["s_bundle"].model.init == "runs/b19"
+    for name, recipe in recipes.items():
+        check_numbers(recipe)
+        assert recipe.data.tasks == ("planning",) and recipe.data.lateral_status_dropout == 1.0
+        assert recipe.data.path == "d"
+        if name.startswith("s_"):
+            assert recipe.objective == "distill" and recipe.model.block_size == 32
+            assert recipe.distill.teacher == "o/t_lane/final"
+            assert recipe.distill.teacher_block_size == 0 and recipe.distill.lam > 0
+
+
 @pytest.mark.slow  # two processes start, load and train twice: ~1 minute on the CI machine
 def test_pipeline_under_torchrun_trains_every_stage_once(tmp_path, toy_data):
     """Two processes (torchrun, DDP) run the stages together; rank 0 alone logs and writes
