@@ -80,6 +80,16 @@ class DistillConfig:
 
 
 @dataclass(frozen=True)
+class VisionAuxConfig:
+    # An auxiliary target for the vision tower: a head on the merged visual tokens predicts
+    # where the frame's boxes are (training/vision_aux.py). weight x its loss is added to
+    # every sample whose image has a detection record; 0: off.
+    weight: float = 0.0
+    subgrid: int = 8                 # sub-cells per token side (a tiny token: 32 x 32 px)
+    pos_weight: float = 8.0          # weight of a positive sub-cell in the cross-entropy
+
+
+@dataclass(frozen=True)
 class OptimConfig:
     lr: float = 3e-4
     vision_lr: float = 1e-4          # learning rate of the vision tower
@@ -123,6 +133,7 @@ class Recipe:
     data: DataConfig = field(default_factory=DataConfig)
     noise: NoiseConfig = field(default_factory=NoiseConfig)
     distill: DistillConfig = field(default_factory=DistillConfig)
+    vision_aux: VisionAuxConfig = field(default_factory=VisionAuxConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     output: OutputConfig = field(default_factory=OutputConfig)

@@ -184,6 +184,7 @@ class TrainBatch:
     lengths: torch.Tensor      # (B,) per-row answer length (a multiple of the block size)
     positions: list[int]       # stream positions (seed the per-sample noise)
     norm: torch.Tensor | None = None   # (B,) loss normaliser per row (None: ``lengths``)
+    images: list[tuple[str, ...]] | None = None   # each row's image paths
 
     @property
     def loss_norm(self) -> torch.Tensor:
@@ -280,4 +281,5 @@ class BatchMaker:
             answers[r, :len(a)] = torch.tensor(a)
         lengths = torch.tensor([len(a) for a in ids])
         norm = torch.tensor([self.norms[i] for i in indices])
-        return TrainBatch(prompt, answers, lengths, list(positions), norm)
+        return TrainBatch(prompt, answers, lengths, list(positions), norm,
+                          [s.images for s in samples])

@@ -36,6 +36,7 @@ from wamdiff2_core.training.distributed import DistContext, no_sync, resolve_str
 from wamdiff2_core.training.metrics import MetricsLog, Progress
 from wamdiff2_core.training.objectives import build_objective
 from wamdiff2_core.training.validate import effective_block_size, validate
+from wamdiff2_core.training.vision_aux import VisionAux, VisionAuxObjective
 
 FINAL_DIR = "final"
 hf_logging.disable_progress_bar()
@@ -73,9 +74,10 @@ def load_teacher(recipe: Recipe, device: torch.device) -> Wamdiff2Model | None:
     return teacher
 
 
-def param_groups(model: Wamdiff2Model, recipe: Recipe) -> list[dict]:
+def param_groups(model: Wamdiff2Model, recipe: Recipe,
+                 aux: VisionAux | None = None) -> list[dict]:
     """AdamW groups: vision tower vs the rest, each split into decayed (matrices) and
-    not decayed (norms, biases)."""
+    not decayed (norms, biases); with ``aux``, its head last, at the vision tower's rate."""
     o = recipe.optim
     visual = {id(p) for p in model.hf.model.visual.parameters()}
     groups: dict[tuple[bool, bool], list] = {}
@@ -87,7 +89,18 @@ def param_groups(model: Wamdiff2Model, recipe: Recipe) -> list[dict]:
         out.append({"params": params, "lr": o.vision_lr if vis else o.lr,
                     "weight_decay": o.weight_decay if decay else 0.0,
                     "name": f"{'vision' if vis else 'text'}{'' if decay else '_nodecay'}"})
+    if aux is not None:
+        out.append({"params": list(aux.head.parameters()), "lr": o.vision_lr,
+                    "weight_decay": 0.0, "name": "vision_aux"})
     return out
+
+
+def make_aux(recipe: Recipe, model: Wamdiff2Model) -> VisionAux | None:
+    """The vision tower's auxiliary head and tap (``vision_aux.weight`` > 0), or None."""
+    va = recipe.vision_aux
+    if not va.weight:
+        return None
+    return VisionAux(model, va.weight, va.subgrid, va.pos_weight, recipe.train.seed)
 
 
 def lr_lambda(recipe: Recipe):
@@ -152,6 +165,7 @@ class Trainer:
         check_images(samples, f"data set {recipe.data.path}",
                      recipe.output.progress and self.ctx.is_main)
         self.start_step, self.resume_from, state = 0, None, None
+        self.aux: VisionAux | None = None
         device = self.ctx.device
         if resume:
             state, self.model = self._resumable(device)
@@ -159,6 +173,7 @@ class Trainer:
             self.resume_from, self.start_step = state.path, state.step
         else:
             self.model = build_student(recipe, device)
+            self.aux = make_aux(recipe, self.model)
         self.teacher = load_teacher(recipe, device)
         self.block = effective_block_size(recipe)
         self.batches = BatchMaker(samples, self.model.processor, self.block,
@@ -177,10 +192,13 @@ class Trainer:
         weights = {k: recipe.data.task_weights.get(key_task(k), 1.0) for k in set(keys or ())}
         self.order = GlobalOrder(len(kept), t.global_batch, t.seed, keys, weights)
         self.objective = build_objective(recipe, self.model, self.teacher)
+        if self.aux is not None:
+            self.aux.set_samples(samples)       # every record's boxes, long answers too
+            self.objective = VisionAuxObjective(self.objective, self.aux)
         self.model.hf.train()
         self.strategy = resolve_strategy(t.strategy, self.ctx)
         self.module = wrap(self.model.hf, self.strategy, self.ctx)
-        self.optimizer = torch.optim.AdamW(param_groups(self.model, recipe),
+        self.optimizer = torch.optim.AdamW(param_groups(self.model, recipe, self.aux),
                                            betas=tuple(recipe.optim.betas))
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_lambda(recipe))
         if state is not None:
@@ -203,12 +221,16 @@ class Trainer:
                 state = ckpt.read_resume_state(path, self.ctx.rank)
                 check_same_run(state.recipe, self.recipe.to_dict(), path)
                 model = Wamdiff2Model.from_pretrained(path / ckpt.MODEL_DIR, device=device)
-                groups = param_groups(model, self.recipe)
+                aux = make_aux(self.recipe, model)
+                if aux is not None:
+                    aux.load(path)
+                groups = param_groups(model, self.recipe, aux)
                 ckpt.check_optimizer_state(state.optimizer, [g["params"] for g in groups])
-            except (ckpt.CheckpointDamaged, CheckpointError) as exc:
+            except (ckpt.CheckpointDamaged, CheckpointError, FileNotFoundError) as exc:
                 damaged.append(f"{path.name}: {exc}")
                 self.warn(f"checkpoint {path} is damaged ({exc}); trying the one before it")
                 continue
+            self.aux = aux
             return state, model
         if found:
             raise RecipeError(f"cannot resume {self.out}: no checkpoint is complete "
@@ -262,6 +284,8 @@ class Trainer:
             opt_state = self._optimizer_state()
             if self.ctx.is_main:
                 ckpt.optimizer_to_files(opt_state, tmp)
+                if self.aux is not None:
+                    self.aux.save(tmp)
                 state = {"step": step, "scheduler": self.scheduler.state_dict(),
                          "world_size": self.ctx.world, "recipe": self.recipe.to_dict()}
                 (tmp / ckpt.STATE_FILE).write_text(json.dumps(state, indent=1))
@@ -318,13 +342,20 @@ class Trainer:
             tokens += out.tokens
         sums[-1] = tokens
         total = self.ctx.sum(sums)
+        if self.aux is not None and self.ctx.active:   # the head is outside DDP: average
+            for p in self.aux.head.parameters():
+                if p.grad is not None:
+                    p.grad.copy_(self.ctx.sum(p.grad) / self.ctx.world)
         # grad_clip 0: no clipping, but the norm is still measured (an infinite bound
         # scales every gradient by exactly 1)
         clip = self.recipe.optim.grad_clip or math.inf
+        head = list(self.aux.head.parameters()) if self.aux is not None else []
         if hasattr(self.module, "clip_grad_norm_"):   # FSDP: sharded norm
             norm = self.module.clip_grad_norm_(clip)
+            if head:
+                torch.nn.utils.clip_grad_norm_(head, clip)
         else:
-            norm = torch.nn.utils.clip_grad_norm_(self.module.parameters(), clip)
+            norm = torch.nn.utils.clip_grad_norm_([*self.module.parameters(), *head], clip)
         loss = float(total[0]) / g
         if not (math.isfinite(loss) and math.isfinite(float(norm))):
             raise TrainingError(f"training diverged at step {step + 1}: the loss is {loss} and "
@@ -363,6 +394,11 @@ class Trainer:
                      + ", ".join(f"{k} {v:.0%}" for k, v in mix.items())
                      + (" (too long: " + ", ".join(f"{k} {v}" for k, v in dropped.items())
                         + ")" if dropped else ""))
+        if self.aux is not None:
+            share = self.aux.coverage(self.batches.samples)
+            self.log(f"[{name}] vision aux: weight {r.vision_aux.weight}, {r.vision_aux.subgrid}"
+                     f" x {r.vision_aux.subgrid} sub-cells per token, box targets for "
+                     f"{share:.0%} of the samples")
         progress = Progress(r.train.steps, self.start_step, name,
                             r.output.progress and self.ctx.is_main)
         t_last, tok_acc = time.perf_counter(), 0.0

@@ -83,6 +83,9 @@ NUMERIC_RANGES: dict[str, Range] = {
     "distill.lam": UNIT,
     "distill.on_policy_every": COUNT,
     "distill.on_policy_steps_per_block": Range(0, MAX_TOKENS),
+    "vision_aux.weight": Range(0.0, 100.0),        # 0: off
+    "vision_aux.subgrid": Range(1, 32),
+    "vision_aux.pos_weight": Range(0.0, 1000.0, low_open=True),
     "optim.lr": Range(0.0, 1.0, low_open=True),
     "optim.vision_lr": UNIT,
     "optim.weight_decay": UNIT,          # with lr <= 1, decoupled decay never flips a sign
