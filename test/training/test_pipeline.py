@@ -176,6 +176,26 @@ def test_lane_plan_distils_the_lane_teacher_into_block_32_twice(tmp_path):
             assert recipe.distill.teacher_block_size == 0 and recipe.distill.lam > 0
 
 
+def test_vision_plan_trains_the_bundle_and_its_teacher_with_the_box_target(tmp_path):
+    """pipeline_bundle_vision.yaml (docs/training.md, "The vision tower's box target"): the
+    teacher from the given bundle's ar_teacher/, the bundle from the bundle, every task with
+    detection drawn twice as often, the vision tower's box target on, every stage through
+    the recipe checks."""
+    from wamdiff2_core.training.validate import check_numbers
+
+    plan, recipes = _plan_recipes("pipeline_bundle_vision.yaml", "runs/b19", tmp_path)
+    assert plan.final == "block32_vis"
+    assert recipes["stage0_vis"].model.init == "runs/b19/ar_teacher"
+    assert recipes["block32_vis"].model.init == "runs/b19"
+    for name, recipe in recipes.items():
+        check_numbers(recipe)
+        assert recipe.objective == ("ar" if name == "stage0_vis" else "diffusion")
+        assert recipe.objective == "ar" or recipe.model.block_size == 32
+        assert recipe.vision_aux.weight > 0 and recipe.data.tasks == ()
+        assert recipe.data.task_weights["detection"] == 2.0
+        assert recipe.data.max_answer_tokens >= 288 and recipe.data.path == "d"
+
+
 @pytest.mark.slow  # two processes start, load and train twice: ~1 minute on the CI machine
 def test_pipeline_under_torchrun_trains_every_stage_once(tmp_path, toy_data):
     """Two processes (torchrun, DDP) run the stages together; rank 0 alone logs and writes
