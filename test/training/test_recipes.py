@@ -92,6 +92,48 @@ def test_max_pixels_sets_the_image_budget_of_the_trained_model(toy_data, tmp_pat
         .processor.config.max_pixels == 61440                 # a checkpoint keeps its own
 
 
+def test_min_pixels_scales_small_frames_up(toy_data, tmp_path):
+    from wamdiff2_core.model.modeling import Wamdiff2Model
+    from wamdiff2_core.training.engine import train
+
+    base = tiny_overrides(toy_data, tmp_path / "a", "ar")
+    with pytest.raises(RecipeError, match="model.min_pixels .* must not exceed"):
+        validate(build_recipe({}, base + ["model.min_pixels=9000", "model.max_pixels=8000"]))
+    with pytest.raises(RecipeError, match="model.min_pixels"):
+        validate(build_recipe({}, base + ["model.min_pixels=-5"]))
+    with pytest.raises(RecipeError, match="exceeds the image budget of tiny"):
+        train(build_recipe({}, base + ["train.steps=1", "model.min_pixels=50000"]),
+              log=lambda *a: None)
+    final = train(build_recipe({}, tiny_overrides(toy_data, tmp_path / "b", "ar") + [
+        "train.steps=1", "model.min_pixels=114688", "model.max_pixels=114688"]),
+        log=lambda *a: None)
+    model = Wamdiff2Model.from_pretrained(final)
+    grid = model.processor.process_images([Image.new("RGB", (320, 180))])["image_grid_thw"]
+    assert grid.tolist() == [[1, 16, 30]]                   # 480x256: 120 visual tokens
+
+
+def test_prediction_key_makes_and_keeps_a_shifted_model(toy_data, tmp_path, ar_checkpoint):
+    from wamdiff2_core.model.modeling import Wamdiff2Model
+    from wamdiff2_core.training.engine import train
+
+    with pytest.raises(RecipeError, match="model.prediction must be 'own', 'shifted'"):
+        validate(build_recipe({}, tiny_overrides(toy_data, tmp_path / "x") +
+                              ["model.prediction=next"]))
+    shifted = train(build_recipe({}, tiny_overrides(toy_data, tmp_path / "s", init=str(
+        ar_checkpoint)) + ["train.steps=1", "model.prediction=shifted"]), log=lambda *a: None)
+    assert Wamdiff2Model.from_pretrained(shifted).fields.shift is True
+    kept = train(build_recipe({}, tiny_overrides(toy_data, tmp_path / "k", init=str(shifted),
+                                                 block=8) + ["train.steps=1"]),
+                 log=lambda *a: None)                      # "": the init's own
+    assert Wamdiff2Model.from_pretrained(kept).fields.shift is True
+    own = train(build_recipe({}, tiny_overrides(toy_data, tmp_path / "o", init=str(
+        ar_checkpoint)) + ["train.steps=1"]), log=lambda *a: None)
+    assert Wamdiff2Model.from_pretrained(own).fields.shift is False
+    ar = train(build_recipe({}, tiny_overrides(toy_data, tmp_path / "a", "ar", init=str(
+        shifted)) + ["train.steps=1"]), log=lambda *a: None)    # an AR model is never shifted
+    assert Wamdiff2Model.from_pretrained(ar).fields.shift is False
+
+
 @pytest.mark.parametrize("override,key", [("optim.learning_rate=1", "optim.learning_rate"),
                                           ("trian.steps=3", "trian.steps"),
                                           ("bogus=1", "bogus")])

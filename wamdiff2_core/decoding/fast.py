@@ -22,6 +22,12 @@ overwrites), which is exactly the reference's "block against the cache, then cro
 block's clean K/V instead, as the reference does. With temperature > 0 the forward is still
 captured; choosing tokens runs eagerly on the real rows with the reference's random stream,
 so sampled answers match too.
+
+A shifted model (``fields.shift``) reads position i's prediction at position i - 1: the step
+uses ``[carry | logits[:-1]]``, where ``carry`` (Bb, 1, V) holds the logits of the last
+position before the block: the prefill's last, then the commit's last row (the fused first
+step keeps the finished block's rows through the last layer for it, the separate commit
+pass computes its logits).
 """
 from __future__ import annotations
 
@@ -83,18 +89,30 @@ class DiffusionState:
         self.threshold = torch.full((), 0.9, dtype=torch.float32, device=dev)
         self.pending = torch.ones((), dtype=torch.bool, device=dev)
         prefix = Prefix(block, self.kv_len_prev, self.attn_prev)
+        self.shifted = f.shift
+        vocab = text.lm_head.weight.shape[0]
+        self.carry = torch.zeros(batch, 1, vocab, dtype=text.dtype, device=dev) \
+            if self.shifted else None                                          # (Bb, 1, V)
 
         def forward():
-            return text.forward(self.x, self.cos, self.sin, self.slots, self.kv_len,
-                                self.cache, self.attn)
+            out = text.forward(self.x, self.cos, self.sin, self.slots, self.kv_len,
+                               self.cache, self.attn)                           # (Bb, K, V)
+            return torch.cat((self.carry, out[:, :-1]), 1) if self.shifted else out
 
         def forward_first():
-            return text.forward(self.x2, self.cos2, self.sin2, self.slots2, self.kv_len,
-                                self.cache, self.attn, prefix=prefix)
+            out = text.forward(self.x2, self.cos2, self.sin2, self.slots2, self.kv_len,
+                               self.cache, self.attn, prefix=prefix,
+                               keep_prefix=self.shifted)           # (Bb, 2K or K, V)
+            if not self.shifted:
+                return out
+            self.carry.copy_(out[:, block - 1:block])
+            return out[:, block - 1:2 * block - 1]
 
         def commit():
-            text.forward(self.x, self.cos, self.sin, self.slots, self.kv_len, self.cache,
-                         self.attn, logits=False)
+            out = text.forward(self.x, self.cos, self.sin, self.slots, self.kv_len,
+                               self.cache, self.attn, logits=self.shifted)
+            if self.shifted:
+                self.carry.copy_(out[:, -1:])
 
         def denoise(fwd):
             if self.cons:
@@ -186,8 +204,11 @@ def fast_diffusion_decode(model: Wamdiff2Model, batch: dict,
 
         t0 = time.perf_counter()
         prompt = prepare_prompt(model, batch, k)
-        dyn, _, lengths = runner.prefill(prompt)
+        dyn, last_logits, lengths = runner.prefill(prompt)
         st.cache.load_prefill(dyn, lengths)
+        if st.shifted:
+            st.carry.zero_()
+            st.carry[:rows].copy_(last_logits)
         base = runner.row_lengths(lengths, bb)                                     # (Bb,)
         cos_all, sin_all = runner.rope_rows(prompt, bb, n_blocks * k)             # (Bb, N, D)
         st.sched[:len(schedule)] = torch.tensor(schedule)

@@ -7,6 +7,11 @@ at every step instead, which must give the same tokens (tests check it).
 
 The AR baseline decodes a block-size-1 next-token model token by token with a KV cache.
 
+A shifted model (``fields.shift``) reads position i's prediction at position i - 1: inside
+the block from the step's own logits, for the block's first position from the logits of the
+last position before the block (the prompt's last, then each commit pass's last), carried
+from block to block.
+
 Fixes over the reference repository's decoder: the padding mask applies at every step (so a
 padded row decodes exactly like the same prompt alone), the mask token is never committed,
 tokens after the end of the answer are dropped, and no cache-update forward runs after the
@@ -112,6 +117,7 @@ def diffusion_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = Deco
     prompt = prepare_prompt(model, batch, bsz)
     ctx = _Context(model, prompt, use_cache)
     cons = language and ReferenceConstraint.for_model(model, language, cfg, prompt.batch)
+    shift, carry = model.fields.shift, ctx.last_logits     # carry: the shifted model's (B, 1, V)
     stats.prefill_ms = _ms(t0)
 
     t0 = time.perf_counter()
@@ -131,6 +137,8 @@ def diffusion_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = Deco
             if not masked.any():
                 break
             logits = ctx.logits(x, n_types, n_blocks_, pos, keep=False)
+            if shift:
+                logits = torch.cat([carry, logits[:, :-1]], 1)               # (B, K, V)
             last = step == len(schedule) - 1
             if cons:
                 x = cons.step(x, logits, quota, last, gen)
@@ -148,7 +156,8 @@ def diffusion_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = Deco
         if bool(finished.all()) or b == n_blocks - 1:
             break
         c_types, c_blocks = prompt.answer_layout(off, bsz, masks.CLEAN)
-        ctx.logits(x, c_types, c_blocks, pos, keep=True)                     # commit pass
+        committed = ctx.logits(x, c_types, c_blocks, pos, keep=True)         # commit pass
+        carry = committed[:, -1:]                                            # (B, 1, V)
         stats.forwards += 1
     stats.forwards += stats.denoise_forwards
     stats.decode_ms = _ms(t0)

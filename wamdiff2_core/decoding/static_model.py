@@ -142,7 +142,8 @@ class StaticTextModel:
 
     def forward(self, ids: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                 slots: torch.Tensor, kv_len: torch.Tensor, cache: StaticKVCache, attention,
-                logits: bool = True, prefix: "Prefix | None" = None) -> torch.Tensor | None:
+                logits: bool = True, prefix: "Prefix | None" = None,
+                keep_prefix: bool = False) -> torch.Tensor | None:
         """One forward of tokens ``ids`` (B, K) at cache ``slots`` (B, K), rotary ``cos``/``sin``
         (B, K, D), attending to the first ``kv_len`` (B,) slots of each row (their own slots
         included: their keys/values are written first). Returns logits (B, K, V), or None
@@ -155,7 +156,9 @@ class StaticTextModel:
         dropped once the last layer's keys/values are written. Every other row computes
         exactly what it would in two forwards (row-wise norms and rotary; the products and
         attention calls are the separate forwards' own shapes, ``rows_linear``), so the
-        logits (B, K - n, V) are the same bits."""
+        logits (B, K - n, V) are the same bits. With ``keep_prefix`` the finished block's
+        rows go on through the last layer too and their logits come first (B, K, V): what its
+        separate commit pass would give (a shifted model reads its last row)."""
         b, n = ids.shape
         meta = attention.metadata(kv_len, cache.max_len)
         cut = 0
@@ -178,7 +181,7 @@ class StaticTextModel:
             if i == last:
                 if not logits:
                     return None
-                if cut:                            # the committed rows feed nothing further
+                if cut and not keep_prefix:        # the committed rows feed nothing further
                     h, q, cut = h[:, cut:], q[:, cut:], 0
             if cut:
                 o = torch.cat((prefix.attention(q[:, :cut], cache.keys(i), cache.values(i),
@@ -192,4 +195,8 @@ class StaticTextModel:
             h = h + rows_linear(p.act(rows_linear(x, p.gate, cut)) * rows_linear(x, p.up, cut),
                                 p.down, cut)
         h = rms_norm(h, self.norm.weight, self.norm.variance_epsilon)
+        if cut:                                    # keep_prefix: each part its own product
+            w, bias = self.lm_head.weight, self.lm_head.bias
+            return torch.cat((F.linear(h[:, :cut].contiguous(), w, bias),
+                              F.linear(h[:, cut:].contiguous(), w, bias)), 1)  # (B, K, V)
         return F.linear(h, self.lm_head.weight, self.lm_head.bias)            # (B, K, V)

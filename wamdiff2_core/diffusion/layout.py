@@ -5,6 +5,12 @@
   at inference (prefix, committed earlier blocks, itself), and every x0 block the view of a
   commit pass. One forward therefore trains every answer block at once.
 - Autoregressive: ``[prefix | answer]`` with the block-size-1 (causal) layout.
+
+Where an answer position's prediction is read (``DiffusionFields.shift``): at the position
+itself, or with a shifted model at the position before it, as at inference
+(``diffusion_logits``): inside an xt block from the xt position before; the first position
+of block k from the last x0 position of block k - 1 (a commit pass's view), of block 0 from
+the last prompt position.
 """
 from __future__ import annotations
 
@@ -53,3 +59,22 @@ def ar_inputs(model, batch: dict, answer: torch.Tensor,
     ids = torch.cat([prompt.input_ids, answer.to(model.device)], -1)
     mask = masks.attention_mask(types, blocks, types, blocks, diagonal_offset=0)
     return LayoutInputs(ids, mask, positions, prompt.vision, prompt.length, a)
+
+
+def kept_positions(answer_len: int, shift: bool) -> int:
+    """How many trailing positions of ``[prefix | x0 | xt]`` hold the xt predictions: A, or
+    with ``shift`` 2A + 1 (the last prompt position, x0 and xt)."""
+    return 2 * answer_len + 1 if shift else answer_len
+
+
+def diffusion_logits(logits: torch.Tensor, answer_len: int, block_size: int,
+                     shift: bool) -> torch.Tensor:
+    """The predictions (B, A, V) of the xt tokens from the last ``kept_positions`` logits of a
+    ``[prefix | x0 | xt]`` forward."""
+    if not shift:
+        return logits
+    a = answer_len
+    j = torch.arange(a, device=logits.device)
+    # kept: 0 = last prompt position, 1..A = x0, A+1..2A = xt
+    index = torch.where(j % block_size == 0, j, a + j)   # block starts: x0[j-1]; else xt[j-1]
+    return logits.index_select(1, index)                                  # (B, A, V)

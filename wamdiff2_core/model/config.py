@@ -27,6 +27,11 @@ class DiffusionFields:
     lateral_status: whether planning prompts state the ego's lateral velocity and
     acceleration. False for a model trained with them never shown
     (``data.lateral_status_dropout: 1.0``): its planner writes both as 0.00, as in training.
+    shift: where a diffusion model's prediction of answer position i is read. False (the
+    reference repository's convention): from position i itself. True: from position i - 1,
+    as an AR model reads its next token (the first position of a block from the last
+    position before it), so a model converted from an AR checkpoint keeps what its output
+    head knew (docs/model.md, "Shifted prediction"). AR models ignore it.
     """
     paradigm: str
     block_size: int
@@ -35,15 +40,17 @@ class DiffusionFields:
     pad_token_id: int
     preset: str = ""
     lateral_status: bool = True
+    shift: bool = False
 
     def __post_init__(self):
         if self.paradigm not in PARADIGMS:
             raise ValueError(f"paradigm must be one of {PARADIGMS}, got {self.paradigm!r}")
         if self.block_size < 1:
             raise ValueError(f"block_size must be >= 1, got {self.block_size}")
-        if not isinstance(self.lateral_status, bool):
-            raise ValueError(f"lateral_status must be true or false, got "
-                             f"{self.lateral_status!r}")
+        for name in ("lateral_status", "shift"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false, got "
+                                 f"{getattr(self, name)!r}")
 
     def with_(self, **kw) -> "DiffusionFields":
         return replace(self, **kw)

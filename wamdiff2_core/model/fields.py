@@ -154,10 +154,11 @@ def resolve_fields(config: dict, tokenizer, overrides: Mapping[str, Any] | None 
         raise CheckpointError(f"{where}'s mask_token_id and eoa_token_id are both "
                               f"{values['mask_token_id']}")
     section = config.get("wamdiff2") or {}
-    lateral = section.get("lateral_status")
+    lateral, shift = section.get("lateral_status"), section.get("shift")
     try:
         fields = DiffusionFields(**values, preset=section.get("preset") or "",
-                                 lateral_status=True if lateral is None else lateral)
+                                 lateral_status=True if lateral is None else lateral,
+                                 shift=False if shift is None else shift)
     except (TypeError, ValueError) as exc:
         raise CheckpointError(f"{where}'s diffusion fields are invalid: {exc}") from None
     return ResolvedFields(fields, sources)

@@ -155,14 +155,22 @@ class Wamdiff2Model(torch.nn.Module):
                 f"fields: {field_text}; images: {p.config.describe()} ({p.config_source}); "
                 f"prompts: {prompt}"
                 + ("" if f.lateral_status else
-                   "; plans: the lateral velocity and acceleration written as 0.00"))
+                   "; plans: the lateral velocity and acceleration written as 0.00")
+                + ("; predictions shifted (position i - 1 predicts token i)"
+                   if f.shift and f.paradigm == "diffusion" else ""))
 
-    def with_max_pixels(self, max_pixels: int) -> "Wamdiff2Model":
-        """The same weights with another image budget (pixels after resizing)."""
+    def with_max_pixels(self, max_pixels: int, min_pixels: int | None = None
+                        ) -> "Wamdiff2Model":
+        """The same weights with another image budget (pixels after resizing): at most
+        ``max_pixels`` and, when given, at least ``min_pixels`` (a smaller frame is scaled
+        up to it, so it covers more visual tokens)."""
         p = self.processor
-        config = dataclasses.replace(p.config, max_pixels=max_pixels)
+        low = p.config.min_pixels if min_pixels is None else min_pixels
+        config = dataclasses.replace(p.config, max_pixels=max_pixels, min_pixels=low)
+        note = f"max_pixels {max_pixels}" + ("" if min_pixels is None
+                                              else f", min_pixels {min_pixels}")
         processor = type(p)(p.tokenizer, config, p.eoa_id, p.pad_id, p.mask_id,
-                            p.use_chat_template, f"{p.config_source}; max_pixels {max_pixels}")
+                            p.use_chat_template, f"{p.config_source}; {note}")
         return type(self)(self.hf, processor, self.fields, self.sources, self.origin)
 
     # ------------------------------------------------------------ forwards

@@ -19,6 +19,7 @@ OBJECTIVES = ("ar", "diffusion", "distill")
 PRECISIONS = ("fp32", "bf16")
 STRATEGIES = ("auto", "none", "ddp", "fsdp")
 LOSS_NORMS = ("answer", "task")
+PREDICTIONS = ("", "own", "shifted")
 
 
 class RecipeError(ValueError):
@@ -32,6 +33,12 @@ class ModelConfig:
     block_size: int = 32
     seed: int = 0                    # weight initialisation seed of a preset
     max_pixels: int = 0              # image budget (pixels after resizing); 0: init's own
+    min_pixels: int = 0              # its floor: smaller frames are scaled up; 0: init's own
+    # Where a diffusion model reads answer position i's prediction: "own" (position i, the
+    # reference repository's convention), "shifted" (position i - 1, as the AR head it may
+    # start from does: docs/model.md, "Shifted prediction"); "": the init checkpoint's own
+    # (a preset or an AR checkpoint: "own").
+    prediction: str = ""
 
 
 @dataclass(frozen=True)

@@ -48,21 +48,28 @@ class TrainingError(RuntimeError):
 
 def build_student(recipe: Recipe, device: torch.device) -> Wamdiff2Model:
     """The model a recipe starts from: a preset, or a checkpoint with the recipe's fields
-    (and ``model.max_pixels``, when set, as its image budget). A recipe that never shows the
+    (and ``model.max_pixels`` / ``model.min_pixels``, when set, as its image budget). A recipe that never shows the
     lateral status (``data.lateral_status_dropout: 1.0``) makes a model whose planner leaves
     it out too (``DiffusionFields.lateral_status``)."""
     m = recipe.model
     bsz = effective_block_size(recipe)
     if is_preset(m.init):
         model = Wamdiff2Model.from_preset(m.init, paradigm=m.paradigm, block_size=bsz,
-                                          seed=m.seed, device=device,
-                                          max_pixels=m.max_pixels or None)
+                                          seed=m.seed, device=device)
     else:
         model = Wamdiff2Model.from_pretrained(m.init, device=device)
-        if m.max_pixels:
-            model = model.with_max_pixels(m.max_pixels)
+    if m.max_pixels or m.min_pixels:
+        high = m.max_pixels or model.processor.config.max_pixels
+        if m.min_pixels > high:
+            raise RecipeError(f"model.min_pixels ({m.min_pixels}) exceeds the image budget "
+                              f"of {m.init} ({high} pixels): set model.max_pixels too")
+        model = model.with_max_pixels(high, m.min_pixels or None)
+    shift = m.paradigm == "diffusion" and (
+        m.prediction == "shifted" if m.prediction
+        else model.fields.shift and model.fields.paradigm == "diffusion")
     return model.with_fields(source="recipe", paradigm=m.paradigm, block_size=bsz,
-                             lateral_status=recipe.data.lateral_status_dropout < 1.0)
+                             lateral_status=recipe.data.lateral_status_dropout < 1.0,
+                             shift=shift)
 
 
 def load_teacher(recipe: Recipe, device: torch.device) -> Wamdiff2Model | None:

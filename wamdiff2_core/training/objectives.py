@@ -27,7 +27,8 @@ import torch
 
 from wamdiff2_core.decoding.config import DecodeConfig
 from wamdiff2_core.decoding.reference import decode
-from wamdiff2_core.diffusion.layout import LayoutInputs, ar_inputs, diffusion_inputs
+from wamdiff2_core.diffusion.layout import (LayoutInputs, ar_inputs, diffusion_inputs,
+                                            diffusion_logits, kept_positions)
 from wamdiff2_core.diffusion.losses import distill_loss, masked_ce
 from wamdiff2_core.diffusion.noise import corrupt, get_schedule, sample_generators
 from wamdiff2_core.training.config import Recipe
@@ -83,11 +84,18 @@ class DiffusionObjective:
         return corrupt(answers, lengths, self.block, self.model.fields.mask_token_id, gens,
                        self.recipe.noise.eps, self.schedule)
 
+    def student_logits(self, module, inputs: LayoutInputs, a: int) -> torch.Tensor:
+        """The student's predictions (B, A, V) of the xt tokens (shifted or not, as its
+        fields say)."""
+        shift = self.model.fields.shift
+        logits = run_forward(module, inputs, kept_positions(a, shift))
+        return diffusion_logits(logits, a, self.block, shift)
+
     def __call__(self, module, batch: TrainBatch, step: int) -> StepOutput:
         c = self.corrupt(batch, step)
         a = batch.answers.shape[1]
         inputs = diffusion_inputs(self.model, batch.prompt, batch.answers, c.xt, self.block)
-        logits = run_forward(module, inputs, a)                          # (B, A, V)
+        logits = self.student_logits(module, inputs, a)                  # (B, A, V)
         dev = logits.device
         loss = masked_ce(logits, batch.answers.to(dev), c.masked.to(dev), c.weight.to(dev),
                          batch.loss_norm.to(dev))
@@ -99,7 +107,9 @@ class DiffusionObjective:
 # ------------------------------------------------------------------ distillation
 def _teacher_diffusion(teacher, batch: TrainBatch, x0, xt, block: int) -> torch.Tensor:
     inputs = diffusion_inputs(teacher, batch.prompt, x0, xt, block)
-    return run_forward(teacher.hf, inputs, x0.shape[1])
+    a, shift = x0.shape[1], teacher.fields.shift
+    return diffusion_logits(run_forward(teacher.hf, inputs, kept_positions(a, shift)), a,
+                            block, shift)
 
 
 def _teacher_ar(teacher, batch: TrainBatch, x0, xt, block: int) -> torch.Tensor:
@@ -150,7 +160,7 @@ class DistillObjective(DiffusionObjective):
         c = self.corrupt(batch, step, x0, lengths)
         a = x0.shape[1]
         inputs = diffusion_inputs(self.model, batch.prompt, x0, c.xt, self.block)
-        logits = run_forward(module, inputs, a)                          # (B, A, V)
+        logits = self.student_logits(module, inputs, a)                  # (B, A, V)
         with torch.no_grad():
             t_logits = self.view(self.teacher, batch, x0, c.xt, self.teacher_block)
         if t_logits.shape[-1] != logits.shape[-1]:

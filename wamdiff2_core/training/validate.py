@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from wamdiff2_core.image_files import MAX_IMAGE_PIXELS
-from wamdiff2_core.training.config import (LOSS_NORMS, OBJECTIVES, PRECISIONS, STRATEGIES,
-                                            Recipe, RecipeError)
+from wamdiff2_core.training.config import (LOSS_NORMS, OBJECTIVES, PRECISIONS, PREDICTIONS,
+                                            STRATEGIES, Recipe, RecipeError)
 
 OBJECTIVE_PARADIGM = {"ar": "ar", "diffusion": "diffusion", "distill": "diffusion"}
 MAX_BATCH = 65536          # samples per global batch or per forward
@@ -71,6 +71,7 @@ SEED = Range(0, MAX_SEED)
 NUMERIC_RANGES: dict[str, Range] = {
     "model.block_size": Range(1, MAX_TOKENS),
     "model.max_pixels": Range(0, MAX_IMAGE_PIXELS),   # 0: the init's own budget
+    "model.min_pixels": Range(0, MAX_IMAGE_PIXELS),   # 0: the init's own floor
     "model.seed": SEED,
     "data.max_answer_tokens": Range(1, MAX_TOKENS),
     "data.limit": COUNT,
@@ -218,6 +219,12 @@ def validate(recipe: Recipe, world_size: int = 1) -> None:
         raise RecipeError(f"objective '{r.objective}' trains a '{OBJECTIVE_PARADIGM[r.objective]}'"
                           f" model but model.paradigm is '{r.model.paradigm}'")
     _check_init(r.model.init, "model.init")
+    if r.model.prediction not in PREDICTIONS:
+        raise RecipeError(f"model.prediction must be 'own', 'shifted' or empty (the init's "
+                          f"own), got '{r.model.prediction}'")
+    if r.model.max_pixels and r.model.min_pixels > r.model.max_pixels:
+        raise RecipeError(f"model.min_pixels ({r.model.min_pixels}) must not exceed "
+                          f"model.max_pixels ({r.model.max_pixels})")
     bad = {k: w for k, w in r.data.task_weights.items() if not 0 < w < math.inf}
     if bad:
         raise RecipeError(f"data.task_weights must be finite and > 0 (use data.tasks to leave "
