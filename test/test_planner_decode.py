@@ -53,3 +53,55 @@ def test_plan_decode_applies_to_planning_answers_only(recording_backend):
     SEEN.clear()
     dropped.warmup(64, 36)
     assert SEEN == [decode]
+
+
+def test_checkpoint_recommends_the_planning_rule(recording_backend, tmp_path):
+    """A checkpoint's plan_commit_rule / plan_threshold decode its plans unless the caller
+    chooses a rule; questions keep ``decode``; it survives save and load."""
+    from wamdiff2_core.decoding.config import checkpoint_plan_decode
+
+    model = Wamdiff2Model.from_preset("tiny", block_size=4, seed=0).with_fields(
+        plan_commit_rule="low_confidence_frontier", plan_threshold=0.95)
+    model.save_pretrained(tmp_path / "m")
+    model = Wamdiff2Model.from_pretrained(tmp_path / "m")
+    assert (model.fields.plan_commit_rule, model.fields.plan_threshold) == \
+        ("low_confidence_frontier", 0.95)
+    assert "plans decoded with low_confidence_frontier, threshold 0.95" in model.describe()
+    decode = DecodeConfig(max_new_tokens=8, constrained=False)
+    image = np.zeros((36, 64, 3), np.uint8)
+
+    planner = Planner(model, decode, recording_backend)
+    SEEN.clear()
+    planner.plan_batch([Observation([image])])
+    planner.answer([image], "Is the left lane free?")
+    assert [(c.commit_rule, c.threshold) for c in SEEN] == \
+        [("low_confidence_frontier", 0.95), ("low_confidence_dynamic", 0.9)]
+    assert SEEN[0].max_new_tokens == 8                         # the rest is decode's
+    # a new decode: the recommendation is applied again on top of it
+    again = planner.reconfigure(replace(decode, max_new_tokens=9))
+    assert (again.planning_decode.commit_rule, again.planning_decode.max_new_tokens) == \
+        ("low_confidence_frontier", 9)
+    # the caller's rule wins; None: plans use decode as given
+    chosen = replace(decode, commit_rule="sequential")
+    assert Planner(model, chosen).planning_decode == chosen
+    assert Planner(model, decode, plan_decode=None).planning_decode == decode
+    assert checkpoint_plan_decode(model.fields, replace(decode, threshold=0.8)) is None
+    # an AR model and a model without one: nothing
+    assert checkpoint_plan_decode(model.fields.with_(paradigm="ar"), decode) is None
+    assert Planner(Wamdiff2Model.from_preset("tiny", block_size=4), decode).plan_decode is None
+
+
+def test_a_bad_recommendation_is_refused(tmp_path):
+    import json
+
+    from wamdiff2_core.model.checkpoint import CheckpointError
+
+    model = Wamdiff2Model.from_preset("tiny", block_size=4, seed=0)
+    with pytest.raises(CheckpointError, match="'fastest', which is not one of"):
+        Planner(model.with_fields(plan_commit_rule="fastest"))
+    model.save_pretrained(tmp_path / "m")
+    cfg = json.loads((tmp_path / "m" / "config.json").read_text())
+    cfg["wamdiff2"]["plan_threshold"] = 2.5
+    (tmp_path / "m" / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(CheckpointError, match="plan_threshold must be a number in"):
+        Wamdiff2Model.from_pretrained(tmp_path / "m")

@@ -43,6 +43,20 @@ def test_graphs_equal_reference(cuda_models, camera_images, prompts, rule, bs, r
     assert fast.sequences == reference_decode(model, batch, cfg).sequences
 
 
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "commit-pass"])
+@pytest.mark.parametrize("bs", [4, 32])
+@pytest.mark.parametrize("rule", ["low_confidence_dynamic", "low_confidence_frontier"])
+def test_shifted_graphs_equal_reference(cuda_models, camera_images, prompts, rule, bs, fuse):
+    """A shifted model (``fields.shift``): the carried logits in captured steps."""
+    model = cuda_models["diffusion"].with_fields(block_size=bs, shift=True)
+    batch = model.processor.encode_prompts(prompts[:3], [[i] for i in camera_images[:3]])
+    cfg = DecodeConfig(block_size=bs, commit_rule=rule, steps_per_block=min(bs, 4),
+                       max_new_tokens=3 * bs)
+    graphs = FastConfig(mode="graphs", attention="sdpa", fuse_commit=fuse)
+    assert fast_decode(model, batch, cfg, graphs).sequences == \
+        reference_decode(model, batch, cfg).sequences
+
+
 @pytest.mark.parametrize("rows", [1, 3])
 def test_ar_graphs_equal_reference(cuda_models, camera_images, prompts, rows):
     model = cuda_models["ar"]

@@ -1,7 +1,7 @@
 """Decoding knobs and per-call statistics."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 #: The commit rules' names: the one list. ``remasking.COMMIT_RULE_FNS`` holds the function of
 #: each (it checks at import that it has exactly these), commands and node parameters offer
@@ -13,6 +13,10 @@ COMMIT_RULES = ("low_confidence_dynamic", "low_confidence_static", "low_confiden
 #: token) in less time (CPU: eager with a static cache; GPU: CUDA graphs).
 BACKENDS = ("fast", "reference")
 DEFAULT_BACKEND = "fast"
+#: The fields that choose a commit rule (``RULE_FIELDS``) and ``Planner(plan_decode=...)``'s
+#: default: the checkpoint's recommended planning decode (``checkpoint_plan_decode``).
+RULE_FIELDS = ("commit_rule", "threshold", "steps_per_block")
+CHECKPOINT_PLAN_DECODE = "checkpoint"
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,29 @@ class DecodeConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def chooses_rule(self) -> bool:
+        """Whether this config sets the commit rule, threshold or step budget away from the
+        defaults (a caller's choice, which a checkpoint's recommendation does not replace)."""
+        return any(getattr(self, f) != getattr(DEFAULT_DECODE, f) for f in RULE_FIELDS)
+
+
+DEFAULT_DECODE = DecodeConfig()
+
+
+def checkpoint_plan_decode(fields, decode: DecodeConfig) -> DecodeConfig | None:
+    """``decode`` with the commit rule and threshold a checkpoint recommends for planning
+    answers (``DiffusionFields.plan_commit_rule`` / ``plan_threshold``), or None when it
+    recommends none, when ``decode`` already chooses a rule (``chooses_rule``) or for an AR
+    model. ValueError naming a rule this project does not know."""
+    rule = getattr(fields, "plan_commit_rule", "")
+    if not rule or fields.paradigm != "diffusion" or decode.chooses_rule():
+        return None
+    if rule not in COMMIT_RULES:
+        raise ValueError(f"the checkpoint recommends the planning commit rule {rule!r}, "
+                         f"which is not one of {', '.join(COMMIT_RULES)}")
+    return replace(decode, commit_rule=rule,
+                   threshold=fields.plan_threshold or decode.threshold)
 
 
 @dataclass

@@ -158,7 +158,9 @@ def resolve_fields(config: dict, tokenizer, overrides: Mapping[str, Any] | None 
     try:
         fields = DiffusionFields(**values, preset=section.get("preset") or "",
                                  lateral_status=True if lateral is None else lateral,
-                                 shift=False if shift is None else shift)
+                                 shift=False if shift is None else shift,
+                                 plan_commit_rule=section.get("plan_commit_rule") or "",
+                                 plan_threshold=section.get("plan_threshold") or 0.0)
     except (TypeError, ValueError) as exc:
         raise CheckpointError(f"{where}'s diffusion fields are invalid: {exc}") from None
     return ResolvedFields(fields, sources)

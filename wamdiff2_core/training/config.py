@@ -39,6 +39,11 @@ class ModelConfig:
     # start from does: docs/model.md, "Shifted prediction"); "": the init checkpoint's own
     # (a preset or an AR checkpoint: "own").
     prediction: str = ""
+    # The planning decode the trained checkpoint recommends (DiffusionFields.plan_commit_rule
+    # / plan_threshold: plans are decoded with them unless a caller chooses a rule;
+    # docs/decoding.md, "The checkpoint's planning decode"). "" / 0: the init's own.
+    plan_commit_rule: str = ""
+    plan_threshold: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -67,9 +67,12 @@ def build_student(recipe: Recipe, device: torch.device) -> Wamdiff2Model:
     shift = m.paradigm == "diffusion" and (
         m.prediction == "shifted" if m.prediction
         else model.fields.shift and model.fields.paradigm == "diffusion")
+    f = model.fields
     return model.with_fields(source="recipe", paradigm=m.paradigm, block_size=bsz,
                              lateral_status=recipe.data.lateral_status_dropout < 1.0,
-                             shift=shift)
+                             shift=shift,
+                             plan_commit_rule=m.plan_commit_rule or f.plan_commit_rule,
+                             plan_threshold=m.plan_threshold or f.plan_threshold)
 
 
 def load_teacher(recipe: Recipe, device: torch.device) -> Wamdiff2Model | None:

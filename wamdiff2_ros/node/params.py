@@ -93,9 +93,10 @@ _DECODE: dict[str, tuple[Any, str, tuple | None, Callable[[Any], Any]]] = {
 # Planning overrides: DecodeConfig field -> (ROS default meaning "as decode.*", description,
 # range, ROS value -> field value)
 _PLAN_DECODE: dict[str, tuple[Any, str, tuple | None, Callable[[Any], Any]]] = {
-    "commit_rule": ("", "Commit rule for planning answers only; empty: decode.commit_rule "
-                        "(low_confidence_leftmost with 8 steps and threshold 0.95 is the fast "
-                        "planning setting, docs/decoding.md)", None, str),
+    "commit_rule": ("", "Commit rule for planning answers only; empty: the checkpoint's "
+                        "recommended planning rule when decode.* leave the rule at its "
+                        "defaults (the bundled model: low_confidence_frontier, threshold "
+                        "0.95), else decode.commit_rule (docs/decoding.md)", None, str),
     "steps_per_block": (-1, "Denoising step budget per block for planning answers only; -1: "
                             "decode.steps_per_block; 0: one step per position", (-1, 1024),
                         _none_if_zero),

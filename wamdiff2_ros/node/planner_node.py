@@ -190,9 +190,13 @@ class PlannerNode(LifecycleNode):
             planner = Planner.from_pretrained(cfg.checkpoint, decode=cfg.decode,
                                               device=cfg.device, dtype=cfg.dtype,
                                               backend=cfg.backend,
-                                              plan_decode=cfg.plan_decode, fields=cfg.fields,
+                                              plan_decode=cfg.plan_decode or "checkpoint",
+                                              fields=cfg.fields,
                                               plan_max_speed=cfg.plan_max_speed)
             self.get_logger().info(planner.model.describe())
+            if planner.plan_from_checkpoint and planner.plan_decode is not None:
+                self.get_logger().info(f"planning answers: the checkpoint's recommendation, "
+                                       f"{planner.plan_decode}")
             stats = planner.warmup()
         except Exception as exc:  # noqa: BLE001 - a failed configure leaves us unconfigured
             self._set_state("unconfigured")
@@ -337,7 +341,7 @@ class PlannerNode(LifecycleNode):
         if "decode" in changed and self._planner is not None:
             try:
                 planner = self._planner.reconfigure(cfg.decode, backend=cfg.backend,
-                                                    plan_decode=cfg.plan_decode,
+                                                    plan_decode=cfg.plan_decode or "checkpoint",
                                                     plan_max_speed=cfg.plan_max_speed)
                 planner.warmup()
             except Exception as exc:  # noqa: BLE001 - rejected, the old planner stays

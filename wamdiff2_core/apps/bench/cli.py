@@ -7,7 +7,9 @@ from pathlib import Path
 
 from wamdiff2_core.apps.common import (CliError, add_decode_options, add_field_options,
                                        apply_threads, check_model_source, decode_config,
-                                       field_overrides, language_hint, subgroup)
+                                       field_overrides, language_hint, plan_decode_arg,
+                                       subgroup)
+from wamdiff2_core.decoding.config import checkpoint_plan_decode
 from wamdiff2_core.sim.camera import parse_resolution
 from wamdiff2_core.types import bundled_checkpoint_path
 
@@ -162,6 +164,11 @@ def run_bench_decode(args) -> int:
     except ValueError as exc:
         raise CliError(str(exc)) from None
     model, ar, trained, teacher = _load(args)
+    if plan_decode_arg(args) is not None:      # no rule chosen: the checkpoint's for plans
+        try:
+            cfg = checkpoint_plan_decode(model.fields, cfg) or cfg
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
     _check_budget(model, cfg)
     n = max(args.samples or 8, args.batch)
     data = args.data
