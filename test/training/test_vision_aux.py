@@ -123,3 +123,19 @@ def test_off_by_default_and_a_bad_weight_is_refused(toy_data, tmp_path):
     with pytest.raises(RecipeError, match="vision_aux.weight"):
         validate(build_recipe({}, tiny_overrides(toy_data, tmp_path / "q", "ar")
                               + ["vision_aux.weight=-1"]))
+
+
+def test_corner_errors_cost_sub_cells():
+    """One sub-cell of error in every corner costs 1 beside the cross-entropy, whatever the
+    grid's size (fractions of the image would make it ~1/64 here)."""
+    import torch
+
+    from wamdiff2_core.training.vision_aux import target_loss
+
+    t = box_targets([(250, 0, 500, 250)], rows=2, cols=4, sub=4)     # 8 x 16 sub-cells
+    pw = torch.tensor(1.0)
+    exact = t.clone()
+    exact[:2] = torch.where(t[:2] > 0, 50.0, -50.0)                 # the maps all but exact
+    off = exact.clone()
+    off[2:, 1, 6] += torch.tensor([1 / 16, 1 / 8, 1 / 16, 1 / 8])   # one sub-cell each way
+    assert abs((target_loss(off, t, pw) - target_loss(exact, t, pw)).item() - 1.0) < 1e-5

@@ -75,13 +75,17 @@ def box_targets(boxes, rows: int, cols: int, sub: int) -> torch.Tensor:
 def target_loss(pred: torch.Tensor, target: torch.Tensor,
                 pos_weight: torch.Tensor) -> torch.Tensor:
     """Binary cross-entropy of the covered and centre maps, plus the L1 error of the corners
-    predicted at the centres (0 for a frame without boxes)."""
+    predicted at the centres (0 for a frame without boxes), measured in sub-cells: a corner
+    one sub-cell off costs 1 (as fractions of the image it would cost ~0.02, too little
+    beside the cross-entropy for the corners to be learnt at all)."""
     bce = nn.functional.binary_cross_entropy_with_logits(
         pred[:2], target[:2], pos_weight=pos_weight.to(pred.device))
     centres = target[1] > 0
     if not centres.any():
         return bce
-    return bce + (pred[2:, centres] - target[2:, centres]).abs().mean()
+    h, w = target.shape[1:]
+    cells = torch.tensor([w, h, w, h], dtype=pred.dtype, device=pred.device).unsqueeze(1)
+    return bce + ((pred[2:, centres] - target[2:, centres]).abs() * cells).mean()
 
 
 class VisionAuxHead(nn.Module):
