@@ -55,18 +55,19 @@ def test_plan_decode_applies_to_planning_answers_only(recording_backend):
     assert SEEN == [decode]
 
 
-def test_checkpoint_recommends_the_planning_rule(recording_backend, tmp_path):
-    """A checkpoint's plan_commit_rule / plan_threshold decode its plans unless the caller
-    chooses a rule; questions keep ``decode``; it survives save and load."""
-    from wamdiff2_core.decoding.config import checkpoint_plan_decode
+
+def test_checkpoint_recommends_its_commit_rule(recording_backend, tmp_path):
+    """A checkpoint's decode_commit_rule / decode_threshold decode its answers unless the
+    caller chooses a rule (or passes checkpoint_rule=False); it survives save and load."""
+    from wamdiff2_core.decoding.config import checkpoint_decode
 
     model = Wamdiff2Model.from_preset("tiny", block_size=4, seed=0).with_fields(
-        plan_commit_rule="low_confidence_frontier", plan_threshold=0.95)
+        decode_commit_rule="low_confidence_frontier", decode_threshold=0.95)
     model.save_pretrained(tmp_path / "m")
     model = Wamdiff2Model.from_pretrained(tmp_path / "m")
-    assert (model.fields.plan_commit_rule, model.fields.plan_threshold) == \
+    assert (model.fields.decode_commit_rule, model.fields.decode_threshold) == \
         ("low_confidence_frontier", 0.95)
-    assert "plans decoded with low_confidence_frontier, threshold 0.95" in model.describe()
+    assert "answers decoded with low_confidence_frontier, threshold 0.95" in model.describe()
     decode = DecodeConfig(max_new_tokens=8, constrained=False)
     image = np.zeros((36, 64, 3), np.uint8)
 
@@ -74,21 +75,21 @@ def test_checkpoint_recommends_the_planning_rule(recording_backend, tmp_path):
     SEEN.clear()
     planner.plan_batch([Observation([image])])
     planner.answer([image], "Is the left lane free?")
-    assert [(c.commit_rule, c.threshold) for c in SEEN] == \
-        [("low_confidence_frontier", 0.95), ("low_confidence_dynamic", 0.9)]
-    assert SEEN[0].max_new_tokens == 8                         # the rest is decode's
-    # a new decode: the recommendation is applied again on top of it
+    assert [(c.commit_rule, c.threshold, c.max_new_tokens) for c in SEEN] == \
+        [("low_confidence_frontier", 0.95, 8)] * 2          # the rest is decode's
+    # a new decode gets it again; the caller's rule wins; checkpoint_rule=False: as given
     again = planner.reconfigure(replace(decode, max_new_tokens=9))
-    assert (again.planning_decode.commit_rule, again.planning_decode.max_new_tokens) == \
+    assert (again.decode.commit_rule, again.decode.max_new_tokens) == \
         ("low_confidence_frontier", 9)
-    # the caller's rule wins; None: plans use decode as given
     chosen = replace(decode, commit_rule="sequential")
-    assert Planner(model, chosen).planning_decode == chosen
-    assert Planner(model, decode, plan_decode=None).planning_decode == decode
-    assert checkpoint_plan_decode(model.fields, replace(decode, threshold=0.8)) is None
-    # an AR model and a model without one: nothing
-    assert checkpoint_plan_decode(model.fields.with_(paradigm="ar"), decode) is None
-    assert Planner(Wamdiff2Model.from_preset("tiny", block_size=4), decode).plan_decode is None
+    assert Planner(model, chosen).decode == chosen
+    assert Planner(model, decode, checkpoint_rule=False).decode == decode
+    assert planner.reconfigure(decode, checkpoint_rule=False).decode == decode
+    assert checkpoint_decode(model.fields, replace(decode, threshold=0.8)).commit_rule == \
+        "low_confidence_dynamic"
+    # an AR model and a model without one: decode as given
+    assert checkpoint_decode(model.fields.with_(paradigm="ar"), decode) == decode
+    assert Planner(Wamdiff2Model.from_preset("tiny", block_size=4), decode).decode == decode
 
 
 def test_a_bad_recommendation_is_refused(tmp_path):
@@ -98,10 +99,24 @@ def test_a_bad_recommendation_is_refused(tmp_path):
 
     model = Wamdiff2Model.from_preset("tiny", block_size=4, seed=0)
     with pytest.raises(CheckpointError, match="'fastest', which is not one of"):
-        Planner(model.with_fields(plan_commit_rule="fastest"))
+        Planner(model.with_fields(decode_commit_rule="fastest"))
     model.save_pretrained(tmp_path / "m")
     cfg = json.loads((tmp_path / "m" / "config.json").read_text())
-    cfg["wamdiff2"]["plan_threshold"] = 2.5
+    cfg["wamdiff2"]["decode_threshold"] = 2.5
     (tmp_path / "m" / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(CheckpointError, match="plan_threshold must be a number in"):
+    with pytest.raises(CheckpointError, match="decode_threshold must be a number in"):
         Wamdiff2Model.from_pretrained(tmp_path / "m")
+
+
+def test_cli_rule_options_turn_the_checkpoint_rule_off():
+    import argparse
+
+    from wamdiff2_core.apps.common import (DECODE_OPTIONS, add_decode_options,
+                                           checkpoint_rule_arg)
+
+    parser = argparse.ArgumentParser()
+    add_decode_options(parser, tuple(DECODE_OPTIONS))
+    assert checkpoint_rule_arg(parser.parse_args([])) is True
+    assert checkpoint_rule_arg(parser.parse_args(["--max-new-tokens", "64"])) is True
+    for argv in (["--commit-rule", "low_confidence_dynamic"], ["--threshold", "0.9"]):
+        assert checkpoint_rule_arg(parser.parse_args(argv)) is False   # even the defaults

@@ -15,8 +15,8 @@ import torch
 
 from wamdiff2_core import tasks
 from wamdiff2_core.decoding.backends import get_decoder
-from wamdiff2_core.decoding.config import (CHECKPOINT_PLAN_DECODE, DEFAULT_BACKEND, DecodeConfig,
-                                          DecodeStats, checkpoint_plan_decode)
+from wamdiff2_core.decoding.config import (DEFAULT_BACKEND, DecodeConfig, DecodeStats,
+                                          checkpoint_decode)
 from wamdiff2_core.decoding.constraints.session import automaton_for
 from wamdiff2_core.devices import check_device
 from wamdiff2_core.model.fields import check_overrides
@@ -81,10 +81,12 @@ class Planner:
 
     ``decode`` sets how every answer is decoded; ``plan_decode``, when given, replaces it for
     planning answers only (e.g. the fast planning rule, ``low_confidence_leftmost`` with 8
-    steps per block, while questions keep the default rule: docs/decoding.md). By default
-    (``"checkpoint"``) plans take the commit rule and threshold the checkpoint recommends
-    (``model.fields.plan_commit_rule``; the bundled model: the frontier rule at 0.95) on top
-    of ``decode``, unless ``decode`` chooses a rule itself; None: plans use ``decode``.
+    steps per block, while questions keep the default rule: docs/decoding.md).
+
+    ``checkpoint_rule`` (default True): where ``decode`` leaves the commit rule, threshold
+    and step budget at their defaults, the checkpoint's recommended rule and threshold
+    replace them (``model.fields.decode_commit_rule``; the bundled model: the frontier rule
+    at 0.95; ``decoding.config.checkpoint_decode``). False: ``decode`` exactly as given.
 
     Each task names its answer's language to the decoder (``tasks.languages``), so with
     ``DecodeConfig.constrained`` left at None plans and detections are constrained to
@@ -103,23 +105,19 @@ class Planner:
     reads them as 0.00, as in its training)."""
 
     def __init__(self, model: Wamdiff2Model, decode: DecodeConfig = DecodeConfig(),
-                 backend: str = DEFAULT_BACKEND,
-                 plan_decode: DecodeConfig | str | None = CHECKPOINT_PLAN_DECODE,
+                 backend: str = DEFAULT_BACKEND, plan_decode: DecodeConfig | None = None,
                  *, plan_max_speed: float | None = tasks.PLAN_MAX_SPEED_MPS,
-                 lateral_status: bool | None = None):
+                 lateral_status: bool | None = None, checkpoint_rule: bool = True):
         self.decoder = get_decoder(backend)          # ValueError naming the known ones
         self.model = model
-        self.decode = decode
-        self.backend = backend
-        self.plan_from_checkpoint = isinstance(plan_decode, str)
-        if self.plan_from_checkpoint:
-            if plan_decode != CHECKPOINT_PLAN_DECODE:
-                raise ValueError(f"plan_decode must be a DecodeConfig, None or "
-                                 f"{CHECKPOINT_PLAN_DECODE!r}, got {plan_decode!r}")
+        self.checkpoint_rule = checkpoint_rule
+        if checkpoint_rule:
             try:
-                plan_decode = checkpoint_plan_decode(model.fields, decode)
+                decode = checkpoint_decode(model.fields, decode)
             except ValueError as exc:
                 raise CheckpointError(f"{model.origin or 'the model'}: {exc}") from None
+        self.decode = decode
+        self.backend = backend
         self.plan_decode = plan_decode
         self.plan_max_speed = plan_max_speed
         self.lateral_status = (model.fields.lateral_status if lateral_status is None
@@ -134,28 +132,32 @@ class Planner:
                         decode: DecodeConfig = DecodeConfig(), device: str = "cpu",
                         dtype: str | torch.dtype | None = None,
                         backend: str = DEFAULT_BACKEND,
-                        plan_decode: DecodeConfig | str | None = CHECKPOINT_PLAN_DECODE,
+                        plan_decode: DecodeConfig | None = None,
                         fields: Mapping[str, Any] | None = None,
                         plan_max_speed: float | None = tasks.PLAN_MAX_SPEED_MPS,
-                        lateral_status: bool | None = None) -> "Planner":
+                        lateral_status: bool | None = None,
+                        checkpoint_rule: bool = True) -> "Planner":
         """Load a checkpoint directory, build a preset, or (None) load the bundled model.
         ``fields``: diffusion fields the checkpoint does not state, or that replace its own
         (``load_model``); ``planner.model.describe()`` says where each one came from."""
         return cls(load_model(path_or_preset, device, dtype, fields=fields), decode, backend,
-                   plan_decode, plan_max_speed=plan_max_speed, lateral_status=lateral_status)
+                   plan_decode, plan_max_speed=plan_max_speed, lateral_status=lateral_status,
+                   checkpoint_rule=checkpoint_rule)
 
     def reconfigure(self, decode: DecodeConfig | None = None, backend: str | None = None,
-                    plan_decode=_KEEP, plan_max_speed=_KEEP) -> "Planner":
-        """A new planner sharing these weights with other decoding settings (``plan_decode``
-        and ``plan_max_speed``: kept unless given; ``plan_decode=None`` drops it, one taken
-        from the checkpoint is taken again on top of the new ``decode``); the lateral status
-        setting is kept."""
-        keep = CHECKPOINT_PLAN_DECODE if self.plan_from_checkpoint else self.plan_decode
+                    plan_decode=_KEEP, plan_max_speed=_KEEP, checkpoint_rule=_KEEP
+                    ) -> "Planner":
+        """A new planner sharing these weights with other decoding settings (``plan_decode``,
+        ``plan_max_speed`` and ``checkpoint_rule``: kept unless given; ``plan_decode=None``
+        drops it; a new ``decode`` gets the checkpoint's rule as in the constructor); the
+        lateral status setting is kept."""
         return type(self)(self.model, decode or self.decode, backend or self.backend,
-                          keep if plan_decode is _KEEP else plan_decode,
+                          self.plan_decode if plan_decode is _KEEP else plan_decode,
                           plan_max_speed=(self.plan_max_speed if plan_max_speed is _KEEP
                                           else plan_max_speed),
-                          lateral_status=self.lateral_status)
+                          lateral_status=self.lateral_status,
+                          checkpoint_rule=(self.checkpoint_rule if checkpoint_rule is _KEEP
+                                           else checkpoint_rule))
 
     @property
     def planning_decode(self) -> DecodeConfig:

@@ -26,11 +26,14 @@ RECORDS = FIXTURE / "records.json"
 ANSWERS = FIXTURE / "answers.json"
 SEED, EPISODES, FRAMES = 4242, 2, 3
 
-# (name, backend, DecodeConfig keywords): the default decoding on both backends, and the fast
-# planning rules (docs/decoding.md), which exercise other commit branches.
+# (name, backend, DecodeConfig keywords): the default decoding on both backends (the
+# checkpoint's recommended commit rule, as every planner of it decodes by default), the
+# library's default rule, and the fast planning rules (docs/decoding.md), which exercise other
+# commit branches. Keywords are taken exactly as given (no checkpoint rule).
 SETTINGS = (
-    ("reference", "reference", {}),
-    ("fast", "fast", {}),
+    ("reference", "reference", None),
+    ("fast", "fast", None),
+    ("fast_dynamic", "fast", {"commit_rule": "low_confidence_dynamic"}),
     ("fast_leftmost8", "fast", {"commit_rule": "low_confidence_leftmost", "steps_per_block": 8,
                                 "threshold": 0.95}),
     ("fast_frontier", "fast", {"commit_rule": "low_confidence_frontier", "threshold": 0.95}),
@@ -70,7 +73,8 @@ def compute_answers(planner=None) -> dict[str, list[str]]:
     images = [[Image.open(FIXTURE / p).convert("RGB") for p in r["image"]] for r in records]
     out = {}
     for name, backend, knobs in SETTINGS:
-        p = planner.reconfigure(decode=DecodeConfig(**knobs), backend=backend)
+        p = planner.reconfigure(decode=DecodeConfig(**(knobs or {})), backend=backend,
+                                checkpoint_rule=knobs is None)
         out[name] = [p.generate([text], [imgs])[0][0] for text, imgs in zip(prompts, images)]
     return out
 

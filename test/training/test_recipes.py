@@ -119,21 +119,21 @@ def test_prediction_key_makes_and_keeps_a_shifted_model(toy_data, tmp_path, ar_c
     with pytest.raises(RecipeError, match="model.prediction must be 'own', 'shifted'"):
         validate(build_recipe({}, tiny_overrides(toy_data, tmp_path / "x") +
                               ["model.prediction=next"]))
-    with pytest.raises(RecipeError, match="model.plan_commit_rule must be empty or one of"):
+    with pytest.raises(RecipeError, match="model.decode_commit_rule must be empty or one of"):
         validate(build_recipe({}, tiny_overrides(toy_data, tmp_path / "x") +
-                              ["model.plan_commit_rule=fast"]))
+                              ["model.decode_commit_rule=fast"]))
     shifted = train(build_recipe({}, tiny_overrides(toy_data, tmp_path / "s", init=str(
         ar_checkpoint)) + ["train.steps=1", "model.prediction=shifted",
-                           "model.plan_commit_rule=low_confidence_frontier",
-                           "model.plan_threshold=0.95"]), log=lambda *a: None)
+                           "model.decode_commit_rule=low_confidence_frontier",
+                           "model.decode_threshold=0.95"]), log=lambda *a: None)
     fields = Wamdiff2Model.from_pretrained(shifted).fields
-    assert (fields.shift, fields.plan_commit_rule, fields.plan_threshold) == \
+    assert (fields.shift, fields.decode_commit_rule, fields.decode_threshold) == \
         (True, "low_confidence_frontier", 0.95)
     kept = train(build_recipe({}, tiny_overrides(toy_data, tmp_path / "k", init=str(shifted),
                                                  block=8) + ["train.steps=1"]),
                  log=lambda *a: None)                      # "": the init's own
     fields = Wamdiff2Model.from_pretrained(kept).fields
-    assert (fields.shift, fields.plan_commit_rule) == (True, "low_confidence_frontier")
+    assert (fields.shift, fields.decode_commit_rule) == (True, "low_confidence_frontier")
     own = train(build_recipe({}, tiny_overrides(toy_data, tmp_path / "o", init=str(
         ar_checkpoint)) + ["train.steps=1"]), log=lambda *a: None)
     assert Wamdiff2Model.from_pretrained(own).fields.shift is False

@@ -12,8 +12,8 @@ import argparse
 import errno
 from dataclasses import dataclass, fields
 
-from wamdiff2_core.decoding.config import (BACKENDS, CHECKPOINT_PLAN_DECODE, COMMIT_RULES,
-                                          DEFAULT_BACKEND, RULE_FIELDS, DecodeConfig)
+from wamdiff2_core.decoding.config import (BACKENDS, COMMIT_RULES, DEFAULT_BACKEND,
+                                          RULE_FIELDS, DecodeConfig)
 
 
 class CliError(Exception):
@@ -196,12 +196,12 @@ def check_model_source(source) -> None:
         raise CliError(str(exc)) from None
 
 
-def plan_decode_arg(args: argparse.Namespace | None):
-    """``Planner(plan_decode=...)`` for the decoding options of ``args``: plans take the
-    checkpoint's recommended rule unless the user chose a rule, threshold or step budget
-    (then plans use those, even where they equal the defaults)."""
+def checkpoint_rule_arg(args: argparse.Namespace | None) -> bool:
+    """``Planner(checkpoint_rule=...)`` for the decoding options of ``args``: the
+    checkpoint's recommended commit rule applies unless the user chose a rule, threshold or
+    step budget (then those apply, even where they equal the defaults)."""
     knobs = decode_knobs(args) if args is not None else {}
-    return None if any(k in knobs for k in RULE_FIELDS) else CHECKPOINT_PLAN_DECODE
+    return not any(k in knobs for k in RULE_FIELDS)
 
 
 def planner_from_args(args: argparse.Namespace, decode: DecodeConfig | None = None):
@@ -215,7 +215,7 @@ def planner_from_args(args: argparse.Namespace, decode: DecodeConfig | None = No
 
     try:
         return Planner.from_pretrained(args.checkpoint or args.preset, decode=decode,
-                                       plan_decode=plan_decode_arg(args),
+                                       checkpoint_rule=checkpoint_rule_arg(args),
                                        device=args.device, dtype=args.dtype,
                                        backend=args.backend, fields=field_overrides(args))
     except LanguageError as exc:

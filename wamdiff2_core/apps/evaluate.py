@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from wamdiff2_core.apps.common import (CliError, add_decode_options, add_field_options,
-                                       camera_arg, check_model_source, decode_config,
-                                       decode_knobs, field_overrides, plan_decode_arg,
+                                       camera_arg, check_model_source, checkpoint_rule_arg,
+                                       decode_config, decode_knobs, field_overrides,
                                        scenarios_arg, subgroup)
 from wamdiff2_core.tasks import RECORDS_FILE
 
@@ -129,7 +129,7 @@ def _predictor(args: argparse.Namespace):
 
     try:
         planner = Planner.from_pretrained(args.checkpoint, decode=decode, device=args.device,
-                                          plan_decode=plan_decode_arg(args),
+                                          checkpoint_rule=checkpoint_rule_arg(args),
                                           fields=field_overrides(args))
     except ValueError as exc:          # CheckpointError: not a checkpoint, not a preset
         raise CliError(str(exc)) from None
@@ -217,7 +217,7 @@ def _drive_in_process(args: argparse.Namespace, config) -> tuple[list, dict]:
                        "--through-node (the ROS node plans while the world moves on)")
     decode = decode_config(args) if decode_knobs(args) else None   # checkpoint planners only
     try:
-        planner = make_planner(args.planner, decode, plan_decode_arg(args))
+        planner = make_planner(args.planner, decode, checkpoint_rule_arg(args))
     except (ValueError, FileNotFoundError, OSError) as exc:
         raise CliError(f"cannot load planner {args.planner!r}: {exc}") from None
     return drive(planner, config, progress=not args.no_progress), {}

@@ -13,10 +13,9 @@ COMMIT_RULES = ("low_confidence_dynamic", "low_confidence_static", "low_confiden
 #: token) in less time (CPU: eager with a static cache; GPU: CUDA graphs).
 BACKENDS = ("fast", "reference")
 DEFAULT_BACKEND = "fast"
-#: The fields that choose a commit rule (``RULE_FIELDS``) and ``Planner(plan_decode=...)``'s
-#: default: the checkpoint's recommended planning decode (``checkpoint_plan_decode``).
+#: The fields that choose a commit rule: a caller who sets one of them is not given the
+#: checkpoint's recommended rule (``checkpoint_decode``).
 RULE_FIELDS = ("commit_rule", "threshold", "steps_per_block")
-CHECKPOINT_PLAN_DECODE = "checkpoint"
 
 
 @dataclass(frozen=True)
@@ -69,19 +68,20 @@ class DecodeConfig:
 DEFAULT_DECODE = DecodeConfig()
 
 
-def checkpoint_plan_decode(fields, decode: DecodeConfig) -> DecodeConfig | None:
-    """``decode`` with the commit rule and threshold a checkpoint recommends for planning
-    answers (``DiffusionFields.plan_commit_rule`` / ``plan_threshold``), or None when it
-    recommends none, when ``decode`` already chooses a rule (``chooses_rule``) or for an AR
-    model. ValueError naming a rule this project does not know."""
-    rule = getattr(fields, "plan_commit_rule", "")
+def checkpoint_decode(fields, decode: DecodeConfig) -> DecodeConfig:
+    """``decode`` with the commit rule and threshold a checkpoint recommends
+    (``DiffusionFields.decode_commit_rule`` / ``decode_threshold``); ``decode`` itself when
+    the checkpoint recommends none, when ``decode`` already chooses a rule
+    (``chooses_rule``) or for an AR model. ValueError naming a rule this project does not
+    know."""
+    rule = getattr(fields, "decode_commit_rule", "")
     if not rule or fields.paradigm != "diffusion" or decode.chooses_rule():
-        return None
+        return decode
     if rule not in COMMIT_RULES:
-        raise ValueError(f"the checkpoint recommends the planning commit rule {rule!r}, "
-                         f"which is not one of {', '.join(COMMIT_RULES)}")
+        raise ValueError(f"the checkpoint recommends the commit rule {rule!r}, which is "
+                         f"not one of {', '.join(COMMIT_RULES)}")
     return replace(decode, commit_rule=rule,
-                   threshold=fields.plan_threshold or decode.threshold)
+                   threshold=fields.decode_threshold or decode.threshold)
 
 
 @dataclass

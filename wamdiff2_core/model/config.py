@@ -32,10 +32,10 @@ class DiffusionFields:
     as an AR model reads its next token (the first position of a block from the last
     position before it), so a model converted from an AR checkpoint keeps what its output
     head knew (docs/model.md, "Shifted prediction"). AR models ignore it.
-    plan_commit_rule, plan_threshold: the commit rule and threshold the checkpoint
-    recommends for planning answers ("" / 0: none; the rule's name is checked where plans
-    are decoded, ``decoding.config.checkpoint_plan_decode``). A planner whose caller chose no
-    rule decodes plans with them (docs/decoding.md, "The checkpoint's planning decode").
+    decode_commit_rule, decode_threshold: the commit rule and threshold the checkpoint
+    recommends ("" / 0: none; the rule's name is checked where answers are decoded,
+    ``decoding.config.checkpoint_decode``). A planner whose caller chose no rule decodes
+    with them (docs/decoding.md, "The checkpoint's commit rule").
     """
     paradigm: str
     block_size: int
@@ -45,8 +45,8 @@ class DiffusionFields:
     preset: str = ""
     lateral_status: bool = True
     shift: bool = False
-    plan_commit_rule: str = ""
-    plan_threshold: float = 0.0
+    decode_commit_rule: str = ""
+    decode_threshold: float = 0.0
 
     def __post_init__(self):
         if self.paradigm not in PARADIGMS:
@@ -57,12 +57,12 @@ class DiffusionFields:
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be true or false, got "
                                  f"{getattr(self, name)!r}")
-        if not isinstance(self.plan_commit_rule, str):
-            raise ValueError(f"plan_commit_rule must be a rule's name, got "
-                             f"{self.plan_commit_rule!r}")
-        t = self.plan_threshold
+        if not isinstance(self.decode_commit_rule, str):
+            raise ValueError(f"decode_commit_rule must be a rule's name, got "
+                             f"{self.decode_commit_rule!r}")
+        t = self.decode_threshold
         if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0.0 <= t <= 1.0:
-            raise ValueError(f"plan_threshold must be a number in [0, 1], got {t!r}")
+            raise ValueError(f"decode_threshold must be a number in [0, 1], got {t!r}")
 
     def with_(self, **kw) -> "DiffusionFields":
         return replace(self, **kw)

@@ -159,8 +159,8 @@ def resolve_fields(config: dict, tokenizer, overrides: Mapping[str, Any] | None 
         fields = DiffusionFields(**values, preset=section.get("preset") or "",
                                  lateral_status=True if lateral is None else lateral,
                                  shift=False if shift is None else shift,
-                                 plan_commit_rule=section.get("plan_commit_rule") or "",
-                                 plan_threshold=section.get("plan_threshold") or 0.0)
+                                 decode_commit_rule=section.get("decode_commit_rule") or "",
+                                 decode_threshold=section.get("decode_threshold") or 0.0)
     except (TypeError, ValueError) as exc:
         raise CheckpointError(f"{where}'s diffusion fields are invalid: {exc}") from None
     return ResolvedFields(fields, sources)

@@ -158,9 +158,9 @@ class Wamdiff2Model(torch.nn.Module):
                    "; plans: the lateral velocity and acceleration written as 0.00")
                 + ("; predictions shifted (position i - 1 predicts token i)"
                    if f.shift and f.paradigm == "diffusion" else "")
-                + (f"; plans decoded with {f.plan_commit_rule}"
-                   + (f", threshold {f.plan_threshold:g}" if f.plan_threshold else "")
-                   + " unless the caller chooses a rule" if f.plan_commit_rule else ""))
+                + (f"; answers decoded with {f.decode_commit_rule}"
+                   + (f", threshold {f.decode_threshold:g}" if f.decode_threshold else "")
+                   + " unless the caller chooses a rule" if f.decode_commit_rule else ""))
 
     def with_max_pixels(self, max_pixels: int, min_pixels: int | None = None
                         ) -> "Wamdiff2Model":

@@ -23,7 +23,7 @@ from typing import Callable
 
 import numpy as np
 
-from wamdiff2_core.decoding.config import CHECKPOINT_PLAN_DECODE, DecodeConfig
+from wamdiff2_core.decoding.config import DecodeConfig
 from wamdiff2_core.types import Observation
 
 PlannerFn = Callable[["SimObservation", np.ndarray], np.ndarray]
@@ -53,15 +53,15 @@ def constant_velocity_planner() -> PlannerFn:
     return plan
 
 
-def checkpoint_planner(path: str, decode=None, plan_decode=CHECKPOINT_PLAN_DECODE
-                       ) -> PlannerFn:
+def checkpoint_planner(path: str, decode=None, checkpoint_rule: bool = True) -> PlannerFn:
     """A trained model (checkpoint directory or preset name) as a closed-loop planner;
-    ``decode``: a ``DecodeConfig`` (default: the planner's); ``plan_decode``: as
-    ``Planner``'s (default: the checkpoint's recommended planning rule)."""
+    ``decode``: a ``DecodeConfig`` (default: the planner's); ``checkpoint_rule``: as
+    ``Planner``'s (default: the checkpoint's recommended commit rule where ``decode`` sets
+    none)."""
     from wamdiff2_core.planner import Planner  # torch and transformers load here
 
     model = Planner.from_pretrained(path, decode=decode or DecodeConfig(),
-                                    plan_decode=plan_decode)
+                                    checkpoint_rule=checkpoint_rule)
 
     def plan(observation: SimObservation, image: np.ndarray):
         return model.plan(observation)      # a PlanResult: waypoints and the decode's stats
@@ -75,10 +75,10 @@ PLANNERS: dict[str, Callable[..., PlannerFn]] = {
 }
 
 
-def make_planner(spec: str, decode=None, plan_decode=CHECKPOINT_PLAN_DECODE) -> PlannerFn:
+def make_planner(spec: str, decode=None, checkpoint_rule: bool = True) -> PlannerFn:
     """``"expert"``, ``"constant-velocity"`` or ``"checkpoint:DIR"`` -> a planner. ``decode``
-    (a ``DecodeConfig``) sets how a checkpoint planner decodes, ``plan_decode`` its plans
-    (``Planner``'s argument)."""
+    (a ``DecodeConfig``) sets how a checkpoint planner decodes (``checkpoint_rule``: as
+    ``Planner``'s)."""
     name, _, argument = spec.partition(":")
     if name not in PLANNERS:
         raise ValueError(f"unknown planner {spec!r}; use expert, constant-velocity or "
@@ -86,7 +86,7 @@ def make_planner(spec: str, decode=None, plan_decode=CHECKPOINT_PLAN_DECODE) -> 
     if name == "checkpoint":
         if not argument:
             raise ValueError("checkpoint planner needs a directory: checkpoint:DIR")
-        return PLANNERS[name](argument, decode, plan_decode)
+        return PLANNERS[name](argument, decode, checkpoint_rule)
     if decode is not None:
         raise ValueError(f"decoding options apply to checkpoint planners, not {name!r}")
     if argument:

@@ -39,11 +39,12 @@ class ModelConfig:
     # start from does: docs/model.md, "Shifted prediction"); "": the init checkpoint's own
     # (a preset or an AR checkpoint: "own").
     prediction: str = ""
-    # The planning decode the trained checkpoint recommends (DiffusionFields.plan_commit_rule
-    # / plan_threshold: plans are decoded with them unless a caller chooses a rule;
-    # docs/decoding.md, "The checkpoint's planning decode"). "" / 0: the init's own.
-    plan_commit_rule: str = ""
-    plan_threshold: float = 0.0
+    # The commit rule and threshold the trained checkpoint recommends
+    # (DiffusionFields.decode_commit_rule / decode_threshold: its answers are decoded with
+    # them unless a caller chooses a rule; docs/decoding.md, "The checkpoint's commit rule").
+    # "" / 0: the init's own.
+    decode_commit_rule: str = ""
+    decode_threshold: float = 0.0
 
 
 @dataclass(frozen=True)

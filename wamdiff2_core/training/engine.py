@@ -71,8 +71,8 @@ def build_student(recipe: Recipe, device: torch.device) -> Wamdiff2Model:
     return model.with_fields(source="recipe", paradigm=m.paradigm, block_size=bsz,
                              lateral_status=recipe.data.lateral_status_dropout < 1.0,
                              shift=shift,
-                             plan_commit_rule=m.plan_commit_rule or f.plan_commit_rule,
-                             plan_threshold=m.plan_threshold or f.plan_threshold)
+                             decode_commit_rule=m.decode_commit_rule or f.decode_commit_rule,
+                             decode_threshold=m.decode_threshold or f.decode_threshold)
 
 
 def load_teacher(recipe: Recipe, device: torch.device) -> Wamdiff2Model | None:

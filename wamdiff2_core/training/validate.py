@@ -72,7 +72,7 @@ NUMERIC_RANGES: dict[str, Range] = {
     "model.block_size": Range(1, MAX_TOKENS),
     "model.max_pixels": Range(0, MAX_IMAGE_PIXELS),   # 0: the init's own budget
     "model.min_pixels": Range(0, MAX_IMAGE_PIXELS),   # 0: the init's own floor
-    "model.plan_threshold": UNIT,                     # 0: the init's own
+    "model.decode_threshold": UNIT,                   # 0: the init's own
     "model.seed": SEED,
     "data.max_answer_tokens": Range(1, MAX_TOKENS),
     "data.limit": COUNT,
@@ -221,9 +221,9 @@ def validate(recipe: Recipe, world_size: int = 1) -> None:
         raise RecipeError(f"objective '{r.objective}' trains a '{OBJECTIVE_PARADIGM[r.objective]}'"
                           f" model but model.paradigm is '{r.model.paradigm}'")
     _check_init(r.model.init, "model.init")
-    if r.model.plan_commit_rule and r.model.plan_commit_rule not in COMMIT_RULES:
-        raise RecipeError(f"model.plan_commit_rule must be empty or one of "
-                          f"{', '.join(COMMIT_RULES)}, got '{r.model.plan_commit_rule}'")
+    if r.model.decode_commit_rule and r.model.decode_commit_rule not in COMMIT_RULES:
+        raise RecipeError(f"model.decode_commit_rule must be empty or one of "
+                          f"{', '.join(COMMIT_RULES)}, got '{r.model.decode_commit_rule}'")
     if r.model.prediction not in PREDICTIONS:
         raise RecipeError(f"model.prediction must be 'own', 'shifted' or empty (the init's "
                           f"own), got '{r.model.prediction}'")

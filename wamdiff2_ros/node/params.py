@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 
 from wamdiff2_core.decoding import COMMIT_RULES, DecodeConfig
-from wamdiff2_core.decoding.config import BACKENDS, DEFAULT_BACKEND
+from wamdiff2_core.decoding.config import BACKENDS, DEFAULT_BACKEND, DEFAULT_DECODE
 from wamdiff2_core.tasks import COMMANDS
 
 TASKS = ("planning", "detection", "qa")
@@ -72,6 +72,10 @@ def _none_if_true(v: bool) -> bool | None:
     return None if v else False
 
 
+def _rule_or_default(v: str) -> str:
+    return v or DEFAULT_DECODE.commit_rule
+
+
 # DecodeConfig field -> (ROS default, description, range, ROS value -> field value)
 _DECODE: dict[str, tuple[Any, str, tuple | None, Callable[[Any], Any]]] = {
     "block_size": (0, "Answer block size B (tokens decoded in parallel); 0: the "
@@ -80,8 +84,10 @@ _DECODE: dict[str, tuple[Any, str, tuple | None, Callable[[Any], Any]]] = {
                         (0, 1024), _none_if_zero),
     "threshold": (0.9, "Confidence at which the dynamic, budget, leftmost and frontier rules "
                        "commit a position (0 < threshold <= 1)", (0.0, 1.0), float),
-    "commit_rule": ("low_confidence_dynamic", "Which masked positions each denoising step "
-                                              "commits", None, str),
+    "commit_rule": ("", "Which masked positions each denoising step commits; empty: the "
+                        "checkpoint's recommended rule and threshold (the bundled model: "
+                        "low_confidence_frontier at 0.95), else low_confidence_dynamic at "
+                        "decode.threshold", None, _rule_or_default),
     "temperature": (0.0, "Sampling temperature; 0: greedy", (0.0, 10.0), float),
     "max_new_tokens": (128, "Longest answer in tokens", (1, 4096), int),
     "seed": (0, "Sampling seed (used when temperature > 0)", (0, _INT32_MAX), int),
@@ -93,10 +99,9 @@ _DECODE: dict[str, tuple[Any, str, tuple | None, Callable[[Any], Any]]] = {
 # Planning overrides: DecodeConfig field -> (ROS default meaning "as decode.*", description,
 # range, ROS value -> field value)
 _PLAN_DECODE: dict[str, tuple[Any, str, tuple | None, Callable[[Any], Any]]] = {
-    "commit_rule": ("", "Commit rule for planning answers only; empty: the checkpoint's "
-                        "recommended planning rule when decode.* leave the rule at its "
-                        "defaults (the bundled model: low_confidence_frontier, threshold "
-                        "0.95), else decode.commit_rule (docs/decoding.md)", None, str),
+    "commit_rule": ("", "Commit rule for planning answers only; empty: decode.commit_rule "
+                        "(low_confidence_leftmost with 8 steps and threshold 0.95 is the fast "
+                        "planning setting, docs/decoding.md)", None, str),
     "steps_per_block": (-1, "Denoising step budget per block for planning answers only; -1: "
                             "decode.steps_per_block; 0: one step per position", (-1, 1024),
                         _none_if_zero),
@@ -148,7 +153,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("dtype", "", "Weights dtype; empty: the checkpoint's own", "load",
               choices=DTYPES),
     *_MODEL_FIELDS,
-    *_decode_specs("decode", _DECODE, COMMIT_RULES),
+    *_decode_specs("decode", _DECODE, ("",) + COMMIT_RULES),
     *_decode_specs("planning_decode", _PLAN_DECODE, ("",) + COMMIT_RULES),
     ParamSpec("plan_max_speed_mps", 40.0, "Speed of the planning language's kinematic "
                                           "envelope: no waypoint farther from the ego than "
@@ -251,6 +256,7 @@ class NodeConfig:
     fields: dict[str, Any]          # diffusion fields given by `model.*` / decode.block_size
     decode: DecodeConfig
     plan_decode: DecodeConfig | None  # planning answers' settings; None: `decode`
+    checkpoint_rule: bool           # decode.commit_rule "": the checkpoint's rule may apply
     plan_max_speed: float | None    # the planning language's envelope, m/s; None: none
     backend: str
     tasks: frozenset[str]
@@ -370,6 +376,7 @@ def node_config(values: Mapping[str, Any]) -> NodeConfig:
         fields=model_fields(values),
         decode=decode,
         plan_decode=plan_decode_config(values, decode),
+        checkpoint_rule=values["decode.commit_rule"] == "",
         plan_max_speed=float(values["plan_max_speed_mps"]) or None,
         backend=values["backend"],
         tasks=frozenset(tasks),

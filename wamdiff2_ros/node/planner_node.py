@@ -190,13 +190,13 @@ class PlannerNode(LifecycleNode):
             planner = Planner.from_pretrained(cfg.checkpoint, decode=cfg.decode,
                                               device=cfg.device, dtype=cfg.dtype,
                                               backend=cfg.backend,
-                                              plan_decode=cfg.plan_decode or "checkpoint",
-                                              fields=cfg.fields,
-                                              plan_max_speed=cfg.plan_max_speed)
+                                              plan_decode=cfg.plan_decode, fields=cfg.fields,
+                                              plan_max_speed=cfg.plan_max_speed,
+                                              checkpoint_rule=cfg.checkpoint_rule)
             self.get_logger().info(planner.model.describe())
-            if planner.plan_from_checkpoint and planner.plan_decode is not None:
-                self.get_logger().info(f"planning answers: the checkpoint's recommendation, "
-                                       f"{planner.plan_decode}")
+            if planner.decode != cfg.decode:
+                self.get_logger().info(f"decoding with the checkpoint's commit rule: "
+                                       f"{planner.decode}")
             stats = planner.warmup()
         except Exception as exc:  # noqa: BLE001 - a failed configure leaves us unconfigured
             self._set_state("unconfigured")
@@ -341,7 +341,8 @@ class PlannerNode(LifecycleNode):
         if "decode" in changed and self._planner is not None:
             try:
                 planner = self._planner.reconfigure(cfg.decode, backend=cfg.backend,
-                                                    plan_decode=cfg.plan_decode or "checkpoint",
+                                                    checkpoint_rule=cfg.checkpoint_rule,
+                                                    plan_decode=cfg.plan_decode,
                                                     plan_max_speed=cfg.plan_max_speed)
                 planner.warmup()
             except Exception as exc:  # noqa: BLE001 - rejected, the old planner stays

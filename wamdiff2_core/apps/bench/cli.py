@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 from wamdiff2_core.apps.common import (CliError, add_decode_options, add_field_options,
-                                       apply_threads, check_model_source, decode_config,
-                                       field_overrides, language_hint, plan_decode_arg,
-                                       subgroup)
-from wamdiff2_core.decoding.config import checkpoint_plan_decode
+                                       apply_threads, check_model_source,
+                                       checkpoint_rule_arg, decode_config, field_overrides,
+                                       language_hint, subgroup)
+from wamdiff2_core.decoding.config import checkpoint_decode
 from wamdiff2_core.sim.camera import parse_resolution
 from wamdiff2_core.types import bundled_checkpoint_path
 
@@ -164,9 +164,9 @@ def run_bench_decode(args) -> int:
     except ValueError as exc:
         raise CliError(str(exc)) from None
     model, ar, trained, teacher = _load(args)
-    if plan_decode_arg(args) is not None:      # no rule chosen: the checkpoint's for plans
+    if checkpoint_rule_arg(args):              # no rule chosen: the checkpoint's own
         try:
-            cfg = checkpoint_plan_decode(model.fields, cfg) or cfg
+            cfg = checkpoint_decode(model.fields, cfg)
         except ValueError as exc:
             raise CliError(str(exc)) from None
     _check_budget(model, cfg)
