@@ -184,25 +184,30 @@ def test_sync_spy_catches_host_syncs():
         assert spy.seen, fn
 
 
-@pytest.mark.parametrize("rule", RULES)
-def test_steps_never_sync_the_host(diffusion_model, ar_model, camera_images, prompts, rule):
-    batch = encode(diffusion_model, prompts, camera_images, 2)
+def assert_diffusion_steps_never_sync(model, batch, rule: str) -> None:
+    """Decode ``batch`` (2 rows, block 4) fused and unfused, then run each state's steps (and
+    commit pass) under the spy: no host sync, and each step commits."""
     for fuse in (True, False):
         fast_cfg = FastConfig(fuse_commit=fuse)
-        fast_decode(diffusion_model, batch, DecodeConfig(max_new_tokens=8, commit_rule=rule),
-                    fast_cfg)
-        runner = runner_for(diffusion_model, fast_cfg)
+        fast_decode(model, batch, DecodeConfig(max_new_tokens=8, commit_rule=rule), fast_cfg)
+        runner = runner_for(model, fast_cfg)
         st = runner.states[("diffusion", 2, 4, rule, True, fuse)]
         for first in (True, False) if fuse else (False,):
             with runner.no_autograd():  # the state's buffers are inference tensors in eager mode
                 st.step.zero_()
-                st.x.fill_(diffusion_model.fields.mask_token_id)
+                st.x.fill_(model.fields.mask_token_id)
             with runner.no_autograd(), HostSyncSpy() as spy:
                 st.run_step(0.0, None, 2, first=first)
                 if not fuse:
                     st.commit()
             assert spy.seen == []
-            assert (st.x != diffusion_model.fields.mask_token_id).any()  # the step did commit
+            assert (st.x != model.fields.mask_token_id).any()  # the step did commit
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_steps_never_sync_the_host(diffusion_model, ar_model, camera_images, prompts, rule):
+    batch = encode(diffusion_model, prompts, camera_images, 2)
+    assert_diffusion_steps_never_sync(diffusion_model, batch, rule)
 
     fast_decode(ar_model, batch, DecodeConfig(max_new_tokens=4))
     ar_state = runner_for(ar_model).states[("ar", 2, True)]

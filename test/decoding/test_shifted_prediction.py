@@ -7,6 +7,7 @@ as that AR model does (what the conversion keeps).
 """
 import pytest
 import torch
+from test_views import random_answers
 
 from wamdiff2_core import tasks
 from wamdiff2_core.decoding.config import COMMIT_RULES, DecodeConfig
@@ -45,11 +46,8 @@ def test_training_view_equals_the_shifted_decoders_view(shifted_model, camera_im
     denoising step of that block reads: [the last position before it | its own but last]."""
     model = shifted(shifted_model, bs)
     batch = encode(model, prompts, camera_images, 2)
-    n_blocks = 3 if bs < 32 else 2
+    n_blocks, x0, xt = random_answers(model, bs)
     a = n_blocks * bs
-    g = torch.Generator().manual_seed(bs)
-    x0 = torch.randint(10, 600, (2, a), generator=g)
-    xt = torch.where(torch.rand(2, a, generator=g) < 0.5, model.fields.mask_token_id, x0)
     with torch.no_grad():
         inputs = diffusion_inputs(model, batch, x0, xt, bs)
         full = model.forward_logits(inputs.input_ids, inputs.mask, inputs.positions,
@@ -139,24 +137,11 @@ def test_ar_weights_predict_the_first_token_as_the_ar_model(tiny_ar, camera_imag
         block_size=1, max_new_tokens=1)).sequences] != ar_first
 
 
-def test_shifted_steps_never_sync_the_host(shifted_model, camera_images, prompts):
-    from test_fast_decoder import HostSyncSpy
-    from wamdiff2_core.decoding.runner import runner_for
 
-    batch = encode(shifted_model, prompts, camera_images, 2)
-    for fuse in (True, False):
-        fast_cfg = FastConfig(fuse_commit=fuse)
-        fast_diffusion_decode(shifted_model, batch, DecodeConfig(max_new_tokens=8), fast_cfg)
-        runner = runner_for(shifted_model, fast_cfg)
-        st = runner.states[("diffusion", 2, 4, "low_confidence_dynamic", True, fuse)]
-        assert st.shifted
-        for first in (True, False) if fuse else (False,):
-            with runner.no_autograd():
-                st.step.zero_()
-                st.x.fill_(shifted_model.fields.mask_token_id)
-            with runner.no_autograd(), HostSyncSpy() as spy:
-                st.run_step(0.0, None, 2, first=first)
-                if not fuse:
-                    st.commit()
-            assert spy.seen == []
-            assert (st.x != shifted_model.fields.mask_token_id).any()
+@pytest.mark.parametrize("rule", ["low_confidence_dynamic", "low_confidence_frontier"])
+def test_shifted_steps_never_sync_the_host(shifted_model, camera_images, prompts, rule):
+    from test_fast_decoder import assert_diffusion_steps_never_sync
+
+    assert shifted_model.fields.shift
+    assert_diffusion_steps_never_sync(shifted_model, encode(shifted_model, prompts,
+                                                            camera_images, 2), rule)

@@ -9,15 +9,22 @@ from wamdiff2_core.model import masks
 from wamdiff2_core.model.prompt import prepare_prompt
 
 
+def random_answers(model, bs: int) -> tuple[int, torch.Tensor, torch.Tensor]:
+    """(blocks, x0, xt) for 2 rows: random answer tokens over 3 blocks (2 at block 32) and a
+    copy with about half of them masked, seeded by the block size."""
+    n_blocks = 3 if bs < 32 else 2
+    g = torch.Generator().manual_seed(bs)
+    x0 = torch.randint(10, 600, (2, n_blocks * bs), generator=g)
+    xt = torch.where(torch.rand(x0.shape, generator=g) < 0.5, model.fields.mask_token_id, x0)
+    return n_blocks, x0, xt
+
+
 @pytest.mark.parametrize("bs", [1, 4, 32])
 def test_training_view_equals_cached_block_decode(tiny_diffusion, camera_images, prompts, bs):
     model = tiny_diffusion
     batch = model.processor.encode_prompts(prompts[:2], [[camera_images[0]], [camera_images[1]]])
-    n_blocks = 3 if bs < 32 else 2
+    n_blocks, x0, xt = random_answers(model, bs)
     a = n_blocks * bs
-    g = torch.Generator().manual_seed(bs)
-    x0 = torch.randint(10, 600, (2, a), generator=g)
-    xt = torch.where(torch.rand(2, a, generator=g) < 0.5, model.fields.mask_token_id, x0)
     with torch.no_grad():
         inputs = diffusion_inputs(model, batch, x0, xt, bs)
         train_logits = model.forward_logits(inputs.input_ids, inputs.mask, inputs.positions,
