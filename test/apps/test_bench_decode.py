@@ -15,7 +15,7 @@ from wamdiff2_core.apps.cli import main
 
 WAMDIFF2 = [str(Path(sys.executable).parent / "wamdiff2")]
 TINY = ["bench", "decode", "--preset", "tiny", "--block-size", "4", "--max-new-tokens", "8",
-        "--samples", "2", "--batch", "2", "--threads", "1", "--no-constrained"]
+        "--samples", "2", "--batch", "2", "--threads", "1", "--no-constrained", "--repeats", "1"]
 
 
 def test_planning_l2_averages_parsed_answers_and_counts_failures():
@@ -89,6 +89,24 @@ def test_bench_reports_three_decoders_on_the_same_prompts(tmp_path, capsys):
     assert r["trained"] is False and any("untrained" in n for n in r["notes"])
 
 
+def test_repeats_report_each_pass_ratio_beside_the_pooled_one(tmp_path, capsys):
+    """Passes decode the same tokens, so the pooled fast / AR ratio (total tokens over total
+    time) is a mediant of the per-pass ratios and lies between the slowest and the fastest."""
+    argv = TINY[:-1] + ["3", "--data", str(write_data_set(tmp_path / "data"))]
+    assert main(argv + ["--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    fast, ar = r["decoders"]["diffusion_fast"], r["decoders"]["ar_optimised"]
+    spread = r["fast_vs_ar_per_pass"]
+    assert r["repeats"] == 3 and len(spread["values"]) == 3
+    assert spread["values"] == pytest.approx(
+        [f / a for f, a in zip(fast["pass_tokens_per_s"], ar["pass_tokens_per_s"])])
+    assert spread["min"] <= spread["median"] <= spread["max"]
+    assert spread["min"] * 0.999 <= r["ratios"]["fast_vs_ar"] <= spread["max"] * 1.001
+    assert main(argv) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "each pass:" in x)
+    assert line.count("x") == 1 and len(line.split(":")[1].split("(")[0].split()) == 3
+
+
 def test_a_checkpoint_without_data_is_measured_on_fresh_simulator_frames(tmp_path, capsys,
                                                                          tiny_diffusion):
     tiny_diffusion.save_pretrained(tmp_path / "ckpt")
@@ -115,6 +133,7 @@ def test_bench_text_report_as_a_user_runs_it():
     (["--preset", "tiny", "--mode", "graphs"], "captures CUDA graphs and needs a CUDA device"),
     (["--preset", "tiny", "--attention", "flashinfer"], "flashinfer backend needs"),
     (["--preset", "tiny", "--batch", "0"], "must be >= 1"),
+    (["--preset", "tiny", "--repeats", "0"], "--repeats"),
     (["--preset", "tiny", "--threads", "0"], "--threads must be >= 1, got 0"),
     (["--preset", "tiny", "--latency-modes", "eager,warp"], "unknown execution mode"),
 ])

@@ -65,7 +65,9 @@ def register(subparsers) -> None:
     p.add_argument("--latency-only", action="store_true",
                    help="only the per-forward latency table (no decodes: e.g. the 2B shape "
                         "on a CPU)")
-    p.add_argument("--repeats", type=int, default=1, help="timed passes over the prompts")
+    p.add_argument("--repeats", type=int, default=3,
+                   help="timed passes over the prompts (default 3): the ratios pool every "
+                        "pass and the report shows each pass's fast / AR ratio beside them")
     p.add_argument("--tokens-per-forward", type=float, default=None,
                    help="project tokens/s from the latencies at this tokens/forward "
                         "(e.g. the bundled model's)")
@@ -150,8 +152,8 @@ def run_bench_decode(args) -> int:
     from wamdiff2_core.decoding.runner import FastConfig
 
     if args.batch < 1 or (args.samples is not None and args.samples < 1) or \
-            args.latency_reps < 1:
-        raise CliError("--batch, --samples and --latency-reps must be >= 1")
+            args.latency_reps < 1 or args.repeats < 1:
+        raise CliError("--batch, --samples, --repeats and --latency-reps must be >= 1")
     try:
         apply_threads(args.threads)
     except ValueError as exc:

@@ -10,6 +10,7 @@ end-of-answer token, as in ``DecodeStats``.
 from __future__ import annotations
 
 import json
+import statistics
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
@@ -104,6 +105,7 @@ class DecoderResult:
     forwards: int = 0
     blocks: int = 0
     calls: int = 0
+    passes: list = field(default_factory=list)        # [tokens, decode_ms] of each repeat
     texts: list = field(default_factory=list)         # answers of the last repeat
     sequences: list = field(default_factory=list)
     l2: dict | None = None
@@ -111,6 +113,10 @@ class DecoderResult:
     @property
     def tokens_per_s(self) -> float:
         return self.tokens / max(self.decode_ms, 1e-9) * 1e3
+
+    def pass_tokens_per_s(self) -> list[float]:
+        """Tokens per second of each timed pass over the prompts."""
+        return [t / max(ms, 1e-9) * 1e3 for t, ms in self.passes]
 
     @property
     def ms_per_token(self) -> float:
@@ -129,8 +135,10 @@ class DecoderResult:
         return self.tokens / max(self.forwards, 1)
 
     def to_dict(self) -> dict:
-        d = {k: v for k, v in asdict(self).items() if k not in ("texts", "sequences")}
-        d.update(tokens_per_s=self.tokens_per_s, ms_per_token=self.ms_per_token,
+        d = {k: v for k, v in asdict(self).items()
+             if k not in ("texts", "sequences", "passes")}
+        d.update(tokens_per_s=self.tokens_per_s, pass_tokens_per_s=self.pass_tokens_per_s(),
+                 ms_per_token=self.ms_per_token,
                  ms_per_forward=self.ms_per_forward,
                  forwards_per_block=self.forwards_per_block,
                  tokens_per_forward=self.tokens_per_forward,
@@ -166,12 +174,16 @@ def run_decoders(specs: Sequence[DecoderSpec], samples: Sequence[Sample], batch:
         sp.fn(sp.model, encoded[sp.name][0], sp.cfg, language=sp.language)
     results = {sp.name: DecoderResult(sp.name) for sp in specs}
     for r in range(repeats):
+        for res in results.values():
+            res.passes.append([0, 0.0])
         for i in range(len(batches)):
             for sp in specs:
                 out = sp.fn(sp.model, encoded[sp.name][i], sp.cfg, language=sp.language)
                 res, st = results[sp.name], out.stats
                 res.tokens += st.tokens
                 res.decode_ms += st.decode_ms
+                res.passes[-1][0] += st.tokens
+                res.passes[-1][1] += st.decode_ms
                 res.prefill_ms += st.prefill_ms
                 res.forwards += st.forwards
                 res.blocks += st.blocks
@@ -265,11 +277,16 @@ def _comparison(runs: dict[str, DecoderResult], suffix: str, samples: Sequence[S
     ratios = {"fast_vs_ar": fst.tokens_per_s / ar.tokens_per_s,
               "fast_vs_reference": fst.tokens_per_s / ref.tokens_per_s,
               "reference_vs_ar": ref.tokens_per_s / ar.tokens_per_s}
+    # Each pass's ratio (the decoders take turns on every batch, so a pass's numbers are
+    # paired): their spread says how far one run's pooled ratio can be trusted here.
+    per_pass = [f / a for f, a in zip(fst.pass_tokens_per_s(), ar.pass_tokens_per_s())]
     paired = paired_l2(fst.texts, ar.texts, samples) if ar_is_teacher else None
     if paired and paired["l2_avg_b"]:
         ratios["l2_fast_vs_ar"] = paired["l2_avg_a"] / paired["l2_avg_b"]
     out = {
         "ratios": ratios,
+        "fast_vs_ar_per_pass": {"values": per_pass, "median": statistics.median(per_pass),
+                                "min": min(per_pass), "max": max(per_pass)},
         "fast_matches_reference": fst.sequences == ref.sequences,
         "fast_token_agreement": token_agreement(fst.sequences, ref.sequences),
         "l2_paired": paired,

@@ -19,6 +19,10 @@ def _comparison_lines(c: dict, title: str) -> list[str]:
     lines = ["", f"{title}:"]
     for key, value in c["ratios"].items():
         lines.append(f"{RATIO_LABELS[key]:<50}{value:>8.2f}x")
+        spread = c.get("fast_vs_ar_per_pass")
+        if key == "fast_vs_ar" and spread and len(spread["values"]) > 1:
+            each = " ".join(f"{v:.2f}" for v in spread["values"])
+            lines.append(f"  each pass: {each} (median {spread['median']:.2f}x)")
     if c.get("l2_paired"):
         p = c["l2_paired"]
         lines.append(f"(paired L2: the {p['samples']} frames where both plans parse: diffusion "
