@@ -30,7 +30,7 @@ python3 -c "import torch, transformers; print('torch', torch.__version__, 'trans
 bench() {  # bench NAME TIMEOUT ARGS...
   local name=$1 t=$2; shift 2
   timeout "$t" python3 -m wamdiff2_core.cli bench decode --preset qwen3-vl-2b --device cuda \
-    --dtype bfloat16 --batch 1 --block-size 32 --json "$@" \
+    --dtype bfloat16 --batch 1 --block-size 32 --repeats 1 --json "$@" \
     > "$OUT/$name.json" 2> "$OUT/$name.err"
   echo "$name rc=$?"; tail -n 3 "$OUT/$name.err"
 }
