@@ -97,10 +97,9 @@ def generated_samples(n: int, seed: int = HELDOUT_SEED) -> list[Sample]:
 
 @dataclass
 class DecoderResult:
-    """Totals of one decoder over every batch and repeat."""
+    """Totals of one decoder over every batch and repeat (tokens and decode time kept per
+    repeat in ``passes``, the totals their sums)."""
     name: str
-    tokens: int = 0
-    decode_ms: float = 0.0
     prefill_ms: float = 0.0
     forwards: int = 0
     blocks: int = 0
@@ -109,6 +108,14 @@ class DecoderResult:
     texts: list = field(default_factory=list)         # answers of the last repeat
     sequences: list = field(default_factory=list)
     l2: dict | None = None
+
+    @property
+    def tokens(self) -> int:
+        return sum(t for t, _ in self.passes)
+
+    @property
+    def decode_ms(self) -> float:
+        return sum(ms for _, ms in self.passes)
 
     @property
     def tokens_per_s(self) -> float:
@@ -137,7 +144,8 @@ class DecoderResult:
     def to_dict(self) -> dict:
         d = {k: v for k, v in asdict(self).items()
              if k not in ("texts", "sequences", "passes")}
-        d.update(tokens_per_s=self.tokens_per_s, pass_tokens_per_s=self.pass_tokens_per_s(),
+        d.update(tokens=self.tokens, decode_ms=self.decode_ms,
+                 tokens_per_s=self.tokens_per_s, pass_tokens_per_s=self.pass_tokens_per_s(),
                  ms_per_token=self.ms_per_token,
                  ms_per_forward=self.ms_per_forward,
                  forwards_per_block=self.forwards_per_block,
@@ -180,8 +188,6 @@ def run_decoders(specs: Sequence[DecoderSpec], samples: Sequence[Sample], batch:
             for sp in specs:
                 out = sp.fn(sp.model, encoded[sp.name][i], sp.cfg, language=sp.language)
                 res, st = results[sp.name], out.stats
-                res.tokens += st.tokens
-                res.decode_ms += st.decode_ms
                 res.passes[-1][0] += st.tokens
                 res.passes[-1][1] += st.decode_ms
                 res.prefill_ms += st.prefill_ms
