@@ -5,6 +5,8 @@
 #   python docs/runs/shifted_issue19/bench_repeat/commit_window.py data/val3000/quarter.json 60 0.95 32,16
 import json, sys, math, time, torch
 from pathlib import Path
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from waypoint_error import l2
 from wamdiff2_core.planner import Planner
 from wamdiff2_core.decoding.config import DecodeConfig
 from wamdiff2_core.decoding import reference as R
@@ -24,12 +26,6 @@ def windowed(conf, masked, quota, last, threshold):
     first = torch.where(masked, idx, K).min(-1, keepdim=True).values
     return c & ((idx < first + W[0]) | last)
 R.commit_mask = lambda rule, conf, masked, quota, last, thr: windowed(conf, masked, quota, last, thr) if rule=='low_confidence_frontier' else RM.commit_mask(rule, conf, masked, quota, last, thr)
-def l2(t, rec):
-    gt = [float(v) for v in rec['conversations'][1]['value'].split(',')]
-    try: p = [float(v) for v in t.split(',')]
-    except Exception: return None
-    if len(p)!=len(gt): return None
-    return sum(math.hypot(p[i]-gt[i], p[i+1]-gt[i+1]) for i in range(0,len(gt),2))/(len(gt)/2)
 imgs = [load_image(r, root) for r in recs]
 for w in Ws:
     W[0] = w

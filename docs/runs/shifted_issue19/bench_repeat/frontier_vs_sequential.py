@@ -4,6 +4,8 @@
 #   python docs/runs/shifted_issue19/bench_repeat/frontier_vs_sequential.py data/val3000/quarter.json 20
 import json, sys, torch
 from pathlib import Path
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from waypoint_error import l2
 from wamdiff2_core.planner import Planner
 from wamdiff2_core.decoding.config import DecodeConfig
 from wamdiff2_core.decoding import reference as R
@@ -31,13 +33,6 @@ def run(cfg, rec):
 seq = DecodeConfig(commit_rule='sequential', steps_per_block=32, constrained=False, threshold=0.95)
 fr = DecodeConfig(commit_rule='low_confidence_frontier', threshold=float(sys.argv[3]) if len(sys.argv)>3 else 0.95, constrained=False)
 tok = pl.model.processor.tokenizer
-def l2(t, rec):
-    gt = [float(v) for v in rec['conversations'][1]['value'].split(',')]
-    try: p = [float(v) for v in t.split(',')]
-    except Exception: return None
-    if len(p)!=len(gt): return None
-    import math
-    return sum(math.hypot(p[i]-gt[i], p[i+1]-gt[i+1]) for i in range(0,len(gt),2))/(len(gt)/2)
 tot=[0,0]; nd=0
 for i, rec in enumerate(recs):
     ts, _ = run(seq, rec)
