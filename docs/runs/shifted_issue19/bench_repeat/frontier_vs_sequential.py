@@ -1,48 +1,38 @@
 # Scratch record (2026-12-03, docs/decoding.md "What the threshold trades"): each planning record
 # decoded by the reference decoder with the frontier rule and with the sequential rule, printed
 # side by side with the first character where they differ. From the repository root:
-#   python docs/runs/shifted_issue19/bench_repeat/frontier_vs_sequential.py data/val3000/quarter.json 20
-import json, sys, torch
+#   python docs/runs/shifted_issue19/bench_repeat/frontier_vs_sequential.py data/val3000/quarter.json 20 [0.95]
+import os
+import sys
 from pathlib import Path
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from waypoint_error import l2
-from wamdiff2_core.planner import Planner
-from wamdiff2_core.decoding.config import DecodeConfig
-from wamdiff2_core.decoding import reference as R
-from wamdiff2_core.evaluation.open_loop import load_image
-from wamdiff2_core import tasks
-data = sys.argv[1]; n = int(sys.argv[2])
-recs = [r for r in json.load(open(data)) if r['task']=='planning'][:n]
-root = Path(data).parent
-pl = Planner.from_pretrained('wamdiff2_core/assets/default_model', checkpoint_rule=True)
-log = []  # the commit masks of the last decode (kept for inspection)
-orig = R.commit_mask
-def spy(rule, conf, masked, quota, last, thr):
-    c = orig(rule, conf, masked, quota, last, thr)
-    log.append((conf.clone(), masked.clone(), c.clone()))
-    return c
-R.commit_mask = spy
-from wamdiff2_core.evaluation.predictors import _plan
-import wamdiff2_core.planner as P
-def run(cfg, rec):
-    log.clear()
-    p2 = pl.reconfigure(decode=cfg, backend='reference', checkpoint_rule=False)
-    img = load_image(rec, root)
-    t = _plan(p2, rec, [img])
-    return t, list(log)
-seq = DecodeConfig(commit_rule='sequential', steps_per_block=32, constrained=False, threshold=0.95)
-fr = DecodeConfig(commit_rule='low_confidence_frontier', threshold=float(sys.argv[3]) if len(sys.argv)>3 else 0.95, constrained=False)
-tok = pl.model.processor.tokenizer
-tot=[0,0]; nd=0
-for i, rec in enumerate(recs):
-    ts, _ = run(seq, rec)
-    tf, lg = run(fr, rec)
-    a, b = l2(ts, rec), l2(tf, rec)
-    print(i, 'seq', ts, a); print(i, 'fro', tf, b)
+from waypoint_error import planning_records, plan_record  # noqa: E402
+from wamdiff2_core.decoding.config import DecodeConfig  # noqa: E402
+from wamdiff2_core.planner import Planner  # noqa: E402
+
+data, n = sys.argv[1], int(sys.argv[2])
+threshold = float(sys.argv[3]) if len(sys.argv) > 3 else 0.95
+records, images = planning_records(data, n)
+planner = Planner.from_pretrained('wamdiff2_core/assets/default_model')
+rules = {name: planner.reconfigure(decode=cfg, backend='reference', checkpoint_rule=False)
+         for name, cfg in (('seq', DecodeConfig(commit_rule='sequential', steps_per_block=32,
+                                                constrained=False)),
+                           ('fro', DecodeConfig(commit_rule='low_confidence_frontier',
+                                                threshold=threshold, constrained=False)))}
+sums, pairs, differ = {'seq': 0.0, 'fro': 0.0}, 0, 0
+for i, (record, image) in enumerate(zip(records, images)):
+    out = {name: plan_record(p, record, image)[:2] for name, p in rules.items()}
+    for name, (text, error) in out.items():
+        print(i, name, text, error)
+    (ts, a), (tf, b) = out['seq'], out['fro']
     if ts != tf:
-        nd += 1
-        # first differing char
-        k = next(j for j in range(min(len(ts),len(tf))) if ts[j]!=tf[j]) if any(ts[j]!=tf[j] for j in range(min(len(ts),len(tf)))) else min(len(ts),len(tf))
-        print('   first diff at char', k, repr(ts[max(0,k-6):k+6]), repr(tf[max(0,k-6):k+6]))
-    if a is not None and b is not None: tot[0]+=a; tot[1]+=b
-print('differ', nd, 'of', len(recs), 'mean L2 seq', tot[0]/len(recs), 'frontier', tot[1]/len(recs))
+        differ += 1
+        k = len(os.path.commonprefix([ts, tf]))
+        print('   first diff at char', k, repr(ts[max(0, k - 6):k + 6]), repr(tf[max(0, k - 6):k + 6]))
+    if a is not None and b is not None:
+        sums['seq'] += a
+        sums['fro'] += b
+        pairs += 1
+print('differ', differ, 'of', len(records), f'mean L2 on the {pairs} frames where both parse: seq',
+      sums['seq'] / max(pairs, 1), 'frontier', sums['fro'] / max(pairs, 1))
