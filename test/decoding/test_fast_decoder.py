@@ -226,3 +226,37 @@ def test_compiled_steps_equal_reference(diffusion_model, ar_model, camera_images
     cfg = DecodeConfig(max_new_tokens=12)
     fast = fast_decode(model, batch, cfg, FastConfig(mode="compile"))
     assert fast.sequences == ref_fn(model, batch, cfg).sequences
+
+
+@pytest.mark.parametrize("rule", ["low_confidence_dynamic", "low_confidence_frontier"])
+def test_blocks_stop_once_every_answer_is_settled(diffusion_model, camera_images, prompts,
+                                                  rule, monkeypatch):
+    """Once no row has a masked position before its end-of-answer token, both decoders stop
+    denoising the block: the same answers as running the block's every step (what the
+    reference repository does), in fewer forwards (the early-ending model's answers end
+    with masked positions after the end-of-answer token). One prompt per decode, so that
+    a row that ends early is not kept going by the others."""
+    from wamdiff2_core.decoding import fast as fast_mod, reference as ref_mod
+
+    cfg = DecodeConfig(block_size=32, commit_rule=rule, threshold=0.999, max_new_tokens=64)
+    batches = [encode(diffusion_model, prompts[i:], camera_images[i:], 1) for i in range(4)]
+
+    def decode_all():
+        return ([diffusion_decode(diffusion_model, b, cfg) for b in batches],
+                [fast_diffusion_decode(diffusion_model, b, cfg) for b in batches])
+
+    def forwards(outs):
+        return sum(o.stats.denoise_forwards for o in outs)
+
+    early_ref, early_fast = decode_all()
+    every_step = lambda x, mask_id, eoa: x == mask_id                     # noqa: E731
+    monkeypatch.setattr(ref_mod, "unsettled", every_step)
+    monkeypatch.setattr(fast_mod, "unsettled", every_step)
+    full_ref, full_fast = decode_all()
+    for outs in (full_ref, early_fast, full_fast):
+        assert [o.sequences for o in outs] == [o.sequences for o in early_ref]
+        assert [o.finished for o in outs] == [o.finished for o in early_ref]
+    assert any(o.finished[0] for o in early_ref)
+    assert forwards(early_fast) == forwards(early_ref)
+    assert forwards(full_fast) == forwards(full_ref)
+    assert forwards(early_ref) < forwards(full_ref)

@@ -116,3 +116,17 @@ def test_dynamic_top_pick_is_rank_zero_with_ties():
         got = low_confidence_dynamic(conf, masked, 1, False, 2.0)     # threshold never met
         want = masked & (confidence_rank(conf, masked) == 0)
         assert torch.equal(got, want)
+
+
+def test_unsettled_keeps_masked_positions_before_the_first_end_of_answer():
+    from wamdiff2_core.decoding.remasking import unsettled
+    m, e = 9, 2                                   # mask id, end-of-answer id
+    x = torch.tensor([[5, m, e, m, m, 7],         # a mask before the end: unsettled there
+                      [5, 6, e, m, e, m],         # nothing masked before the first end
+                      [m, 5, m, 6, 7, m],         # no end at all: every mask counts
+                      [e, m, m, m, m, m]])        # ends at once
+    assert unsettled(x, m, e).tolist() == [
+        [False, True, False, False, False, False],
+        [False] * 6,
+        [True, False, True, False, False, True],
+        [False] * 6]

@@ -12,9 +12,10 @@ Per block (B rows padded to a batch bucket, K positions):
           x only; then as every step below (the first block has no finished block: a step)
     step (replayed): forward of x against the cache (its K/V written at the block's slots),
           greedy choice and fp32 confidences, the commit rule with masks and ``where``,
-          x <- where(commit, tokens, x), step += 1, pending <- any(x == mask)
-    host: read ``pending`` every ``sync_every`` steps; stop when nothing is masked or the
-          step budget is spent; stop decoding after the last block or when every row ended
+          x <- where(commit, tokens, x), step += 1, pending <- any masked position before
+          a row's end-of-answer token (``remasking.unsettled``)
+    host: read ``pending`` every ``sync_every`` steps; stop when no answer of the block can
+          change any more or the step budget is spent; stop decoding after the last block or when every row ended
 
 The block's noisy K/V are written at its own slots during the steps (scratch that its commit
 overwrites), which is exactly the reference's "block against the cache, then crop". With
@@ -42,7 +43,7 @@ from wamdiff2_core.decoding.constraints.session import (FastConstraint, automato
 from wamdiff2_core.decoding.fast_ar import fast_ar_decode
 from wamdiff2_core.decoding.graphs import STEP_MODES
 from wamdiff2_core.decoding.reference import DecodeOutput, finish_rows
-from wamdiff2_core.decoding.remasking import commit_mask, transfer_schedule
+from wamdiff2_core.decoding.remasking import commit_mask, transfer_schedule, unsettled
 from wamdiff2_core.decoding.runner import FastConfig, FastRunner, runner_for, sync
 from wamdiff2_core.decoding.sampling import choose_tokens
 from wamdiff2_core.decoding.static_model import Prefix
@@ -151,7 +152,7 @@ class DiffusionState:
         commit = commit_mask(self.rule, conf, masked, quota, last, self.threshold)
         x.copy_(torch.where(commit, tokens, x))
         self.step.add_(1)
-        self.pending.copy_((self.x == self.mask_id).any())
+        self.pending.copy_(unsettled(self.x, self.mask_id, self.eoa).any())
 
     def select_constrained(self, col_logits: torch.Tensor, temperature: float, gen,
                            rows: int, last: bool) -> None:
@@ -160,7 +161,7 @@ class DiffusionState:
         self.cons.step(self.x[:rows], col_logits[:rows], self.rule, quota, last,
                        self.threshold, temperature, gen)
         self.step.add_(1)
-        self.pending.copy_((self.x == self.mask_id).any())
+        self.pending.copy_(unsettled(self.x, self.mask_id, self.eoa).any())
 
     def run_step(self, temperature: float, gen, rows: int, first: bool = False,
                  last: bool = False) -> None:

@@ -14,8 +14,10 @@ from block to block.
 
 Fixes over the reference repository's decoder: the padding mask applies at every step (so a
 padded row decodes exactly like the same prompt alone), the mask token is never committed,
-tokens after the end of the answer are dropped, and no cache-update forward runs after the
-final block.
+tokens after the end of the answer are dropped (and a block stops denoising once no row has a
+masked position before its end-of-answer token: ``remasking.unsettled``; the steps the
+reference repository would still run there only fill positions that are dropped), and no
+cache-update forward runs after the final block.
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ import torch
 
 from wamdiff2_core.decoding.config import DecodeConfig, DecodeStats
 from wamdiff2_core.decoding.constraints.session import ReferenceConstraint, language_for
-from wamdiff2_core.decoding.remasking import commit_mask, transfer_schedule
+from wamdiff2_core.decoding.remasking import commit_mask, transfer_schedule, unsettled
 from wamdiff2_core.decoding.sampling import choose_tokens
 from wamdiff2_core.model import masks
 from wamdiff2_core.model.modeling import Wamdiff2Model, new_cache
@@ -133,9 +135,9 @@ def diffusion_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = Deco
         if cons:
             cons.begin_block(off, bsz)
         for step, quota in enumerate(schedule):
-            masked = x == mask_id                                            # (B, K)
-            if not masked.any():
+            if not unsettled(x, mask_id, eoa).any():     # every answer of the block is settled
                 break
+            masked = x == mask_id                                            # (B, K)
             logits = ctx.logits(x, n_types, n_blocks_, pos, keep=False)
             if shift:
                 logits = torch.cat([carry, logits[:, :-1]], 1)               # (B, K, V)

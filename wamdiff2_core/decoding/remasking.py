@@ -110,6 +110,16 @@ if tuple(COMMIT_RULE_FNS) != COMMIT_RULES:          # the names are listed once,
                       f"decoding.config.COMMIT_RULES {COMMIT_RULES}")
 
 
+def unsettled(x: torch.Tensor, mask_id: int, eoa: int) -> torch.Tensor:
+    """The masked positions (B, K) that can still change an answer: those before the row's
+    first end-of-answer token. The answer ends there and every later position is dropped
+    (``reference.finish_rows``), so once none is left the block's remaining steps cannot
+    change a single answer token and both decoders stop denoising it. A row without an
+    end-of-answer token keeps every masked position."""
+    before_end = (x == eoa).long().cumsum(-1) == 0
+    return (x == mask_id) & before_end
+
+
 def commit_mask(rule: str, confidence: torch.Tensor, masked: torch.Tensor,
                 quota: torch.Tensor | int, last: torch.Tensor | bool,
                 threshold: float) -> torch.Tensor:
