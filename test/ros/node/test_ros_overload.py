@@ -67,13 +67,24 @@ def test_30hz_for_20s_while_planning_is_slower(ros_domain, tmp_path):
     assert int(diag["dropped_frames"]) + int(diag.get("stale_frames", 0)) > 0
 
     # Every result answers a frame that was recent when it was published: results come
-    # in stamp order, and none is older than one planning time plus transport.
+    # in stamp order, and none is older than its own planning time plus the one before it
+    # (the plan in flight when its frame arrived) plus transport -- no frame waits behind
+    # a queue. Each result is held to the plan times the node reported for it (the frame's
+    # ~/output/stats), not to a percentile: the first plans after activation are sometimes
+    # several times slower than the rest on the 2-core machine (measured: 2-5 s against
+    # ~0.3 s, in about one run in three), and a frame is not stale for waiting on them.
     stamps = [s for _, s in results]
     assert stamps == sorted(stamps) and len(set(stamps)) == len(stamps)
     plan_p95_s = float(diag["planner_ms.p95"]) / 1e3
     offset = time.monotonic() - client.now()               # client clock -> monotonic
     ages = np.array([recv - (s + offset) for recv, s in results])
-    assert ages.max() < 2.0 * plan_p95_s + 1.0, (ages.max(), plan_p95_s)
+    frame_stats = [client.stats_for(s) for s in stamps]
+    assert all(v is not None for v in frame_stats), "a result without its frame's stats"
+    plan_s = np.array([float(v["planning.ms"]) / 1e3 for v in frame_stats])
+    waited_s = np.concatenate([[0.0], plan_s[:-1]])        # the plan before it, if any
+    assert (ages < plan_s + waited_s + 0.5).all(), \
+        [(round(a, 3), round(p, 3), round(w, 3)) for a, p, w in zip(ages, plan_s, waited_s)
+         if a >= p + w + 0.5]
     # Bounded: the last third of the run is no slower than the first third.
     third = max(1, len(ages) // 3)
     assert np.median(ages[-third:]) < 1.5 * np.median(ages[:third]) + 0.25, ages
