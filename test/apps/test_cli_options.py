@@ -32,3 +32,30 @@ def test_every_command_lists_the_recorded_options():
     assert sorted(now) == sorted(golden), "commands added or removed"
     for command in golden:
         assert now[command] == golden[command], command
+
+
+
+def _command(path: list[str]) -> argparse.ArgumentParser:
+    parser = build_parser()
+    for name in path:
+        parser = next(a for a in parser._actions
+                      if isinstance(a, argparse._SubParsersAction)).choices[name]
+    return parser
+
+
+def _help_of(parser: argparse.ArgumentParser, flag: str) -> str:
+    return next(a.help for a in parser._actions if flag in a.option_strings)
+
+
+def test_rule_defaults_say_the_checkpoint_recommends_them():
+    """Left out, --commit-rule and --threshold take the checkpoint's recorded rule (the
+    bundled model records one): the help says so, and names the fallback from DecodeConfig."""
+    from wamdiff2_core.decoding.config import DecodeConfig
+
+    for path in (["plan"], ["bench", "decode"], ["eval", "open-loop"], ["eval", "closed-loop"]):
+        parser = _command(path)
+        rule, threshold = _help_of(parser, "--commit-rule"), _help_of(parser, "--threshold")
+        assert "the rule the checkpoint records" in rule, (path, rule)
+        assert f"else {DecodeConfig().commit_rule})" in rule, (path, rule)
+        assert "the checkpoint's with its rule" in threshold, (path, threshold)
+        assert f"else {DecodeConfig().threshold})" in threshold, (path, threshold)

@@ -85,12 +85,18 @@ DECODE_OPTIONS: dict[str, DecodeOption] = {o.field: o for o in (
                  "non-blank"),
 )}
 _DEFAULT_TEXT = {"block_size": "the checkpoint's", "steps_per_block": "the block size",
-                 "constrained": "plans, detections and closed-set answers"}
+                 "constrained": "plans, detections and closed-set answers",
+                 # checkpoint_rule_arg: a checkpoint's recorded rule applies unless the user
+                 # names a rule, threshold or step budget
+                 "commit_rule": "the rule the checkpoint records, when no threshold or step "
+                                "budget is given either; else {value}",
+                 "threshold": "the checkpoint's with its rule, when no rule or step budget "
+                              "is given either; else {value}"}
 
 
 def _default_text(name: str) -> str:
     value = {f.name: f.default for f in fields(DecodeConfig)}[name]
-    return _DEFAULT_TEXT.get(name, str(value))
+    return _DEFAULT_TEXT.get(name, "{value}").format(value=value)
 
 
 def add_decode_options(parser: argparse.ArgumentParser, knobs: tuple[str, ...],
