@@ -370,6 +370,15 @@ def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+# CPython's switch interval while the node runs. The planning thread releases the GIL at
+# every torch call (hundreds per plan) and must take it back each time; a thread that holds
+# it in Python meanwhile (the executor's threads building wait sets and running callbacks)
+# keeps it for up to the interval. At the default 5 ms, 7 of 20 runs of the overload test's
+# node (30 Hz camera) had a plan of 3.5-8.1 s, mostly the first after activation (the rest
+# ~0.5 s); at 0.5 ms none of 20 runs had one over 1.04 s. docs/ros.md, "Threads".
+GIL_SWITCH_INTERVAL_S = 0.0005
+
+
 def main(args: list[str] | None = None) -> int:
     """Run the node until SIGINT/SIGTERM or shutdown; 0 on a clean exit, 2 on bad parameters.
 
@@ -377,13 +386,18 @@ def main(args: list[str] | None = None) -> int:
     being built or configured (a traceback from the next rcl call). Here a signal raises
     KeyboardInterrupt in the main thread wherever it is (building, loading the model,
     spinning), and the `finally` below stops the worker and tears everything down in order.
+    The GIL switch interval is ``GIL_SWITCH_INTERVAL_S`` while the node runs (restored after,
+    as the signal handlers are, for a caller that runs the node in its own process).
     """
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous_interval = sys.getswitchinterval()
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _interrupt)
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
     try:
         return _run(args)
     finally:
+        sys.setswitchinterval(previous_interval)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 

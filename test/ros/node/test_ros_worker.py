@@ -79,3 +79,19 @@ def test_worker_plans_newest_frames_survives_exceptions_and_stops():
     assert planned == [1.0, 5.0, 7.0]                                  # newest, then on
     assert len(crashes) == 1 and "exploded" in str(crashes[0])
     assert worker.stop(timeout=2.0)
+
+
+def test_the_node_runs_with_a_short_gil_switch_interval(monkeypatch):
+    """The planning thread takes the GIL back sooner from the executor's threads while the
+    node runs; a caller's own interval comes back after (docs/ros.md, "Threads")."""
+    import sys
+
+    from wamdiff2_ros.node import planner_node
+
+    seen = []
+    monkeypatch.setattr(planner_node, "_run", lambda args: seen.append(sys.getswitchinterval()) or 0)
+    before = sys.getswitchinterval()
+    assert planner_node.main([]) == 0
+    assert seen == [planner_node.GIL_SWITCH_INTERVAL_S]
+    assert planner_node.GIL_SWITCH_INTERVAL_S < before
+    assert sys.getswitchinterval() == before
