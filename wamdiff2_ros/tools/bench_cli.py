@@ -6,7 +6,8 @@ import argparse
 import json
 
 from wamdiff2_core.apps.common import (CliError, add_decode_options, add_model_arguments,
-                                       decode_config, field_overrides, subgroup)
+                                       decode_config, field_overrides, language_hint,
+                                       subgroup)
 from wamdiff2_core.sim.camera import parse_resolution
 from wamdiff2_core.types import bundled_checkpoint_path
 
@@ -85,9 +86,13 @@ def run_soak(args: argparse.Namespace) -> int:
     print(f"wamdiff2 bench soak: {bench.checkpoint or 'bundled model'} on {args.device}, "
           f"{bench.width}x{bench.height} at {args.rate:g} Hz for {args.minutes:g} min",
           flush=True)
+    from wamdiff2_core.decoding.constraints.automaton import LanguageError
+
     try:
         result = soak(SoakConfig(bench, minutes=args.minutes, rate_hz=args.rate),
                       say=lambda line: print(line, file=sys.stderr, flush=True))
+    except LanguageError as exc:       # the answer budget cannot hold a constrained plan
+        raise CliError(language_hint(exc)) from None
     except (RuntimeError, TimeoutError) as exc:
         raise CliError(str(exc)) from None
     print(result.lines())
@@ -105,8 +110,12 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--frames must be at least 1")
     cfg = _bench_config(args, args.frames, as_shipped=False)
     checkpoint, decode, width, height = cfg.checkpoint, cfg.decode, cfg.width, cfg.height
+    from wamdiff2_core.decoding.constraints.automaton import LanguageError
+
     try:
         result = run_bench(cfg)
+    except LanguageError as exc:       # the answer budget cannot hold a constrained plan
+        raise CliError(language_hint(exc)) from None
     except (RuntimeError, TimeoutError) as exc:
         raise CliError(str(exc)) from None
     print(f"wamdiff2 bench node: {checkpoint or 'bundled model'} on {args.device}, "

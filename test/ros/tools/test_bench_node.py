@@ -38,6 +38,8 @@ def test_bench_node_reports_node_and_bare_planner_latency(tmp_path, request):
     (["--preset", "tiny", "--frames", "0"], "--frames"),
     (["--preset", "tiny", "--size", "640by360"], "--size"),
     (["--preset", "tiny", "--threshold", "0"], "threshold"),
+    # a constrained plan does not fit 32 tokens: the sentence says what to change
+    (["--preset", "tiny", "--frames", "1", "--max-new-tokens", "32"], "--no-constrained"),
 ])
 def test_bench_node_user_errors_exit_2(argv, message, capsys):
     assert main(["bench", "node", *argv]) == 2
