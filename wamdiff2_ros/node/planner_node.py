@@ -17,7 +17,7 @@ import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
 from nav_msgs.msg import Odometry, Path
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.clock import Clock, ClockType, JumpThreshold
 from rclpy.duration import Duration
 from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
@@ -67,6 +67,7 @@ class PlannerNode(LifecycleNode):
         self._log = ThrottledLog(self.get_logger(), lambda: self.config.log_throttle_s)
         self._odometry = OdometryTracker()
         self._last_plan = LastPlan()
+        self._group = ReentrantCallbackGroup()
 
         # Diagnostics report in every state; results only while active (lifecycle publishers).
         self._diag_pub = self.create_publisher(DiagnosticArray, DIAGNOSTICS_TOPIC, 10)
@@ -283,11 +284,7 @@ class PlannerNode(LifecycleNode):
 
     # ------------------------------------------------------------ inputs
     def _subscribe(self) -> None:
-        """Cameras first (in order), then odometry, command, question. Each topic has a
-        mutually exclusive callback group of its own: one topic's messages are handled one
-        at a time, in the order they arrive (two odometry messages converted on two executor
-        threads at once could finish out of order, and the later would be refused as
-        `odometry_out_of_order`), while different topics still run side by side."""
+        """Cameras first (in order), then odometry, command, question."""
         cfg, inputs = self.config, self._inputs
         topics = [(msg_type, topic, lambda msg, i=index: inputs.image(i, msg),
                    qos.camera_qos(cfg.camera_qos))
@@ -298,7 +295,7 @@ class PlannerNode(LifecycleNode):
         with self._io_lock:
             for msg_type, topic, callback, topic_qos in topics:
                 self._subscriptions_io.append(qos.AdaptiveSubscription(
-                    self, msg_type, topic, callback, topic_qos, MutuallyExclusiveCallbackGroup(),
+                    self, msg_type, topic, callback, topic_qos, self._group,
                     on_change=self._qos_changed, on_incompatible=self._qos_incompatible,
                     on_lost=self._messages_lost))
 

@@ -266,24 +266,3 @@ def test_detection_without_vision_msgs_is_a_standing_warning(context, monkeypatc
     finally:
         node.destroy_node()
 
-
-def test_each_input_topic_is_handled_in_order_on_its_own_callback_group(context):
-    """One mutually exclusive group per topic: two odometry messages are never converted on
-    two executor threads at once (the later could finish first and be refused as out of
-    order), while a camera frame's conversion does not hold odometry up."""
-    from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-
-    node = _node(context, cameras=["front", "left"])
-    try:
-        node._subscribe()
-        subs = node._subscriptions_io
-        groups = [sub.subscription.callback_group for sub in subs]
-        assert len(subs) == 5                                  # 2 cameras, odometry, command, question
-        assert all(isinstance(g, MutuallyExclusiveCallbackGroup) for g in groups)
-        assert len({id(g) for g in groups}) == len(groups)
-        for sub in subs:                                       # a QoS change keeps the group
-            group = sub.subscription.callback_group
-            sub.refresh()
-            assert sub.subscription.callback_group is group
-    finally:
-        node.destroy_node()
