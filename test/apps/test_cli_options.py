@@ -34,7 +34,6 @@ def test_every_command_lists_the_recorded_options():
         assert now[command] == golden[command], command
 
 
-
 def _command(path: list[str]) -> argparse.ArgumentParser:
     parser = build_parser()
     for name in path:

@@ -265,4 +265,3 @@ def test_detection_without_vision_msgs_is_a_standing_warning(context, monkeypatc
         assert not [c for c in node._conditions() if "vision_msgs" in c[1]]
     finally:
         node.destroy_node()
-
