@@ -89,7 +89,9 @@ class NodeProcess:
         return self.proc.poll() is None
 
     def log_tail(self, lines: int = 15) -> str:
-        self._log.flush()
+        """The last `lines` lines of the node's log (also after `stop`, which closes it)."""
+        if not self._log.closed:
+            self._log.flush()
         text = self.log_path.read_text(errors="replace").splitlines()
         return "\n".join(text[-lines:])
 
