@@ -1,7 +1,8 @@
 """The `planner_node` executable: the `wamdiff2_planner` lifecycle node.
 
-Receiving callbacks (their own reentrant callback group, multi-threaded executor) only
-convert messages and put the newest frame in a one-frame slot; a worker thread plans.
+Receiving callbacks (a mutually exclusive callback group per topic, multi-threaded
+executor) only convert messages and put the newest frame in a one-frame slot; a worker
+thread plans. Subscriptions change only on the thread that spins (spin_thread.py).
 configure = load the model and warm it up; activate = subscribe and start planning. With
 the `autostart` parameter (default true) the node configures and activates itself.
 """
@@ -17,7 +18,7 @@ import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
 from nav_msgs.msg import Odometry, Path
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock, ClockType, JumpThreshold
 from rclpy.duration import Duration
 from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
@@ -36,6 +37,7 @@ from wamdiff2_ros.node.inputs import CAMERA, ODOMETRY, InputCallbacks, NodeLinks
 from wamdiff2_ros.node.logs import ThrottledLog
 from wamdiff2_ros.node.odometry import OdometryTracker
 from wamdiff2_ros.node.planning import Outputs, PlanningHandler
+from wamdiff2_ros.node.spin_thread import SpinThreadCalls
 from wamdiff2_ros.node.topics import (ANSWER_TOPIC, COMMAND_TOPIC, DETECTIONS_TOPIC,
                                       DIAGNOSTICS_TOPIC, MARKERS_TOPIC, ODOMETRY_TOPIC, PATH_TOPIC,
                                       QUESTION_TOPIC, STATS_TOPIC, STATUS_TOPIC,
@@ -60,6 +62,12 @@ class PlannerNode(LifecycleNode):
         self._staged: tuple[dict, params.NodeConfig, Any] | None = None
         self._subscriptions_io: list[qos.AdaptiveSubscription] = []
         self._io_lock = threading.Lock()          # the subscriptions list vs. the QoS timer
+        # Subscriptions are created and destroyed on the thread that spins (spin_thread.py):
+        # main() binds it; the guard condition wakes its spin for a call from elsewhere.
+        self._spin_wake = self.create_guard_condition(
+            lambda: None, callback_group=MutuallyExclusiveCallbackGroup())
+        self.spin_calls = SpinThreadCalls(self._spin_wake.trigger)
+        self._qos_refresh_queued = False
         self._worker: PlanningWorker | None = None
         self._queue = WorkQueue()
         self.stats = NodeStats()
@@ -67,7 +75,6 @@ class PlannerNode(LifecycleNode):
         self._log = ThrottledLog(self.get_logger(), lambda: self.config.log_throttle_s)
         self._odometry = OdometryTracker()
         self._last_plan = LastPlan()
-        self._group = ReentrantCallbackGroup()
 
         # Diagnostics report in every state; results only while active (lifecycle publishers).
         self._diag_pub = self.create_publisher(DiagnosticArray, DIAGNOSTICS_TOPIC, 10)
@@ -261,10 +268,7 @@ class PlannerNode(LifecycleNode):
 
     def _stop_io(self) -> None:
         self.health.stop()
-        with self._io_lock:
-            for sub in self._subscriptions_io:
-                sub.destroy()
-            self._subscriptions_io = []
+        self.spin_calls.call(self._unsubscribe)
         if self._worker is not None:
             if not self._worker.stop(timeout=60.0):
                 self.get_logger().warning("planning thread still busy; leaving it behind")
@@ -284,7 +288,11 @@ class PlannerNode(LifecycleNode):
 
     # ------------------------------------------------------------ inputs
     def _subscribe(self) -> None:
-        """Cameras first (in order), then odometry, command, question."""
+        """Cameras first (in order), then odometry, command, question. Each topic has a
+        mutually exclusive callback group of its own: one topic's messages are handled one
+        at a time, in the order they arrive (two odometry messages converted on two executor
+        threads at once could finish out of order, and the later would be refused as
+        `odometry_out_of_order`), while different topics still run side by side."""
         cfg, inputs = self.config, self._inputs
         topics = [(msg_type, topic, lambda msg, i=index: inputs.image(i, msg),
                    qos.camera_qos(cfg.camera_qos))
@@ -292,15 +300,35 @@ class PlannerNode(LifecycleNode):
         topics += [(Odometry, ODOMETRY_TOPIC, inputs.odometry, qos.odometry_qos(cfg.odometry_qos)),
                    (String, COMMAND_TOPIC, inputs.command_msg, qos.COMMAND_QOS),
                    (String, QUESTION_TOPIC, inputs.question, qos.QUESTION_QOS)]
+
+        def create() -> None:
+            with self._io_lock:
+                for msg_type, topic, callback, topic_qos in topics:
+                    self._subscriptions_io.append(qos.AdaptiveSubscription(
+                        self, msg_type, topic, callback, topic_qos,
+                        MutuallyExclusiveCallbackGroup(), on_change=self._qos_changed,
+                        on_incompatible=self._qos_incompatible, on_lost=self._messages_lost))
+
+        self.spin_calls.call(create)
+
+    def _unsubscribe(self) -> None:
         with self._io_lock:
-            for msg_type, topic, callback, topic_qos in topics:
-                self._subscriptions_io.append(qos.AdaptiveSubscription(
-                    self, msg_type, topic, callback, topic_qos, self._group,
-                    on_change=self._qos_changed, on_incompatible=self._qos_incompatible,
-                    on_lost=self._messages_lost))
+            for sub in self._subscriptions_io:
+                sub.destroy()
+            self._subscriptions_io = []
 
     def _refresh_qos_callback(self) -> None:
+        """The QoS timer: re-subscribe where the publishers call for it, on the spinning
+        thread (queued once: a refresh still waiting there is not queued again)."""
         with self._io_lock:
+            if self._qos_refresh_queued:
+                return
+            self._qos_refresh_queued = True
+        self.spin_calls.call(self._refresh_qos, wait=False)
+
+    def _refresh_qos(self) -> None:
+        with self._io_lock:
+            self._qos_refresh_queued = False
             for sub in self._subscriptions_io:
                 try:
                     sub.refresh()
@@ -421,16 +449,19 @@ def _run(args: list[str] | None) -> int:
             return 2
         executor = MultiThreadedExecutor(num_threads=3)
         executor.add_node(node)
+        node.spin_calls.bind()            # subscriptions change on this thread (spin_thread.py)
         if node.config.autostart and not node.start():
             node.get_logger().error("autostart failed; waiting in state "
                                     f"{node._state_label()} for lifecycle transitions")
         while rclpy.ok() and not node.finished.is_set():
             executor.spin_once(timeout_sec=0.2)   # returns often enough to take a signal
+            node.spin_calls.run_pending()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)   # a second Ctrl-C must not cut teardown
         if node is not None:
+            node.spin_calls.unbind()      # spinning has stopped: what is queued runs now
             node.close()
         if executor is not None:
             executor.shutdown()

@@ -265,3 +265,20 @@ def test_detection_without_vision_msgs_is_a_standing_warning(context, monkeypatc
         assert not [c for c in node._conditions() if "vision_msgs" in c[1]]
     finally:
         node.destroy_node()
+
+
+def test_each_input_topic_is_handled_in_order_on_its_own_callback_group(context):
+    """One mutually exclusive group per topic: two odometry messages are never converted on
+    two executor threads at once (the later could finish first and be refused as out of
+    order), while a camera frame's conversion does not hold odometry up."""
+    from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+
+    node = _node(context, cameras=["front", "left"])
+    try:
+        node._subscribe()
+        groups = [sub.subscription.callback_group for sub in node._subscriptions_io]
+        assert len(groups) == 5                        # 2 cameras, odometry, command, question
+        assert all(isinstance(g, MutuallyExclusiveCallbackGroup) for g in groups)
+        assert len({id(g) for g in groups}) == len(groups)
+    finally:
+        node.destroy_node()
