@@ -25,13 +25,18 @@ def _node_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", metavar="PATH", help="also write the numbers as JSON")
 
 
+DDS_NOTE = (" The node runs under the package's Fast DDS profile (config/fastdds_node.xml), "
+            "as the launch file starts it, unless FASTRTPS_DEFAULT_PROFILES_FILE is set "
+            "(set it empty for Fast DDS's defaults).")
+
+
 def register(subparsers) -> None:
     bench = subgroup(subparsers, "bench")
     parser = bench.add_parser(
         "node", help="image -> Path latency through planner_node vs the bare planner",
         description="Start planner_node with the params file, publish simulator frames one "
                     "at a time over DDS and time image -> Path (p50, p95) next to "
-                    "Planner.plan on the same frames in this process.")
+                    "Planner.plan on the same frames in this process." + DDS_NOTE)
     _node_options(parser)
     parser.add_argument("--frames", type=int, default=20, help="timed frames (default 20)")
     parser.set_defaults(func=run)
@@ -41,7 +46,7 @@ def register(subparsers) -> None:
         description="Start planner_node with the params file as shipped, publish simulator "
                     "frames (with odometry at their speed) at --rate for --minutes, and "
                     "report the node's RSS (start, end, max), Paths per minute by source "
-                    "and image -> Path latency p50/p95.")
+                    "and image -> Path latency p50/p95." + DDS_NOTE)
     _node_options(soak)
     soak.add_argument("--minutes", type=float, default=10.0, help="duration (default 10)")
     soak.add_argument("--rate", type=float, default=15.0, help="camera Hz (default 15)")
@@ -82,10 +87,12 @@ def run_soak(args: argparse.Namespace) -> int:
 
     if not args.minutes > 0 or not 0 < args.rate <= 200:
         raise CliError("--minutes must be > 0 and --rate in (0, 200]")
+    from wamdiff2_ros.tools.demo_graph import describe_dds_profile
+
     bench = _bench_config(args, 1, as_shipped=True)
     print(f"wamdiff2 bench soak: {bench.checkpoint or 'bundled model'} on {args.device}, "
-          f"{bench.width}x{bench.height} at {args.rate:g} Hz for {args.minutes:g} min",
-          flush=True)
+          f"{bench.width}x{bench.height} at {args.rate:g} Hz for {args.minutes:g} min; node: "
+          f"{describe_dds_profile()}", flush=True)
     from wamdiff2_core.decoding.constraints.automaton import LanguageError
 
     try:
@@ -104,6 +111,7 @@ def run_soak(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from wamdiff2_ros.tools.demo_graph import describe_dds_profile
     from wamdiff2_ros.tools.node_bench import run_bench
 
     if args.frames < 1:
@@ -119,7 +127,8 @@ def run(args: argparse.Namespace) -> int:
     except (RuntimeError, TimeoutError) as exc:
         raise CliError(str(exc)) from None
     print(f"wamdiff2 bench node: {checkpoint or 'bundled model'} on {args.device}, "
-          f"{width}x{height}, {args.frames} frames, {decode}, backend {args.backend}")
+          f"{width}x{height}, {args.frames} frames, {decode}, backend {args.backend}; node: "
+          f"{describe_dds_profile()}")
     print(result.table())
     if args.json:
         Path(args.json).write_text(json.dumps(result.summary(), indent=2) + "\n")

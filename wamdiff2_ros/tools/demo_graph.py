@@ -22,27 +22,56 @@ from wamdiff2_ros.tools.spin import spin_in_background
 
 PACKAGE = "wamdiff2_ros"
 PARAMS_FILE = "wamdiff2.yaml"
+DDS_PROFILE_FILE = "fastdds_node.xml"
+DDS_PROFILE_VARIABLE = "FASTRTPS_DEFAULT_PROFILES_FILE"
 
 
 class DemoError(Exception):
     """The demo could not run: one sentence (the node's log tail may follow)."""
 
 
-def find_params_file() -> Path:
-    """The node's params file: the installed package share, else the source checkout's."""
-    candidates = [Path(sys.prefix) / "share" / PACKAGE / "config" / PARAMS_FILE,
-                  Path(__file__).resolve().parents[2] / "config" / PARAMS_FILE]
+def find_config_file(name: str) -> Path:
+    """A file of the package's config/: the installed package share, else the source
+    checkout's."""
+    candidates = [Path(sys.prefix) / "share" / PACKAGE / "config" / name,
+                  Path(__file__).resolve().parents[2] / "config" / name]
     try:
         from ament_index_python.packages import get_package_share_directory
-        candidates.insert(0, Path(get_package_share_directory(PACKAGE)) / "config" /
-                          PARAMS_FILE)
+        candidates.insert(0, Path(get_package_share_directory(PACKAGE)) / "config" / name)
     except Exception:  # noqa: BLE001 - no ament index here (pip install without ROS env)
         pass
     for path in candidates:
         if path.is_file():
             return path
-    raise FileNotFoundError(f"no {PARAMS_FILE} found (looked in "
+    raise FileNotFoundError(f"no {name} found (looked in "
                             f"{', '.join(str(c.parent) for c in candidates)})")
+
+
+def find_params_file() -> Path:
+    """The node's params file (config/wamdiff2.yaml)."""
+    return find_config_file(PARAMS_FILE)
+
+
+def dds_profile_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment a node started by these tools gets for Fast DDS, as the launch file
+    sets it: nothing where `environ` (default: this process's) names a profile file already
+    (set it to an empty string for Fast DDS's defaults), else the package's
+    config/fastdds_node.xml, UDP only with large socket buffers (docs/ros.md, "DDS
+    setting"). Under Fast DDS's defaults a node whose cores are busy planning got its small
+    odometry messages late (p50 77 ms, p90 477 ms after they were sent, beside camera frames
+    in 11 ms) and fell back on stale odometry for a fifth of its frames in `bench soak`;
+    under the profile they came in 2 ms, and no frame fell back (docs/runs/dds_profile/)."""
+    environ = os.environ if environ is None else environ
+    if DDS_PROFILE_VARIABLE in environ:
+        return {}
+    return {DDS_PROFILE_VARIABLE: str(find_config_file(DDS_PROFILE_FILE))}
+
+
+def describe_dds_profile(environ: dict[str, str] | None = None) -> str:
+    """Which Fast DDS profile `dds_profile_env` gives the node, in words."""
+    environ = os.environ if environ is None else environ
+    profile = {**environ, **dds_profile_env(environ)}.get(DDS_PROFILE_VARIABLE) or ""
+    return f"Fast DDS profile {profile}" if profile else "Fast DDS defaults"
 
 
 def node_command() -> list[str]:
@@ -78,7 +107,9 @@ class NodeProcess:
         for source, target in (remaps or {}).items():
             self.cmd += ["-r", f"{source}:={target}"]
         full_env = dict(os.environ, ROS_DOMAIN_ID=str(domain_id), PYTHONUNBUFFERED="1",
-                        RCUTILS_LOGGING_BUFFERED_STREAM="0", **(env or {}))
+                        RCUTILS_LOGGING_BUFFERED_STREAM="0", **dds_profile_env(),
+                        **(env or {}))
+        self.env = full_env
         self.log_path = log_path
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(log_path, "w")

@@ -29,6 +29,7 @@ from wamdiff2_core.decoding.config import DEFAULT_BACKEND
 from wamdiff2_core.tasks import AnswerParseError
 from wamdiff2_core.types import Observation
 from wamdiff2_ros.node import params
+from wamdiff2_ros.tools.demo_graph import dds_profile_env, find_params_file
 from wamdiff2_ros.tools.spin import spin_in_background
 
 NODE = "/wamdiff2_planner"
@@ -89,15 +90,7 @@ class BenchResult:
 
 def default_params_file() -> Path:
     """config/wamdiff2.yaml: installed share directory first, then the source tree."""
-    try:
-        from ament_index_python.packages import get_package_share_directory
-        installed = Path(get_package_share_directory("wamdiff2_ros")) / "config" / \
-            "wamdiff2.yaml"
-        if installed.exists():
-            return installed
-    except Exception:  # noqa: BLE001 - no ament index: a source checkout
-        pass
-    return Path(__file__).resolve().parents[2] / "config" / "wamdiff2.yaml"
+    return find_params_file()
 
 
 def bench_frames(count: int, width: int, height: int) -> list[np.ndarray]:
@@ -257,7 +250,8 @@ def running_node(cfg: BenchConfig):
     SIGINT (killed if it is not gone after 60 s)."""
     domain = cfg.domain_id or 1 + os.getpid() % 101
     log = tempfile.TemporaryFile("w+")
-    proc = subprocess.Popen(node_command(cfg), env=dict(os.environ, ROS_DOMAIN_ID=str(domain)),
+    proc = subprocess.Popen(node_command(cfg), env=dict(os.environ, ROS_DOMAIN_ID=str(domain),
+                                                        **dds_profile_env()),
                             stdout=log, stderr=subprocess.STDOUT, text=True)
     client = NodeClient(domain)
     try:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,9 +21,12 @@ def test_bench_node_reports_node_and_bare_planner_latency(tmp_path, request):
     proc = subprocess.run(
         [str(exe), "bench", "node", "--preset", "tiny", "--max-new-tokens", "32", "--steps",
          "4", "--no-constrained", "--frames", "3", "--domain-id", str(domain_id(request.node.nodeid)),
-         "--json", str(out)], capture_output=True, text=True, timeout=300)
+         "--json", str(out)], capture_output=True, text=True, timeout=300,
+        env={k: v for k, v in os.environ.items() if k != "FASTRTPS_DEFAULT_PROFILES_FILE"})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "bare Planner.plan()" in proc.stdout and "node: image -> Path" in proc.stdout
+    # the node runs as the launch file starts it: under the package's Fast DDS profile
+    assert "node: Fast DDS profile " in proc.stdout and "fastdds_node.xml" in proc.stdout
     summary = json.loads(out.read_text())
     assert summary["planner_ms"]["n"] == 3 and summary["planner_ms"]["p50"] > 0
     assert summary["node_image_to_markers_ms"]["n"] == 3
