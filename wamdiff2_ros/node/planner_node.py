@@ -447,11 +447,12 @@ def _run(args: list[str] | None) -> int:
                 ValueError) as exc:
             print(f"planner_node: invalid parameter: {exc}", file=sys.stderr)
             return 2
-        dds_warning = qos.dds_defaults_warning(dict(os.environ))
+        environ = dict(os.environ)
+        dds_warning = qos.dds_defaults_warning(environ)
         if dds_warning:
             node.get_logger().warning(dds_warning)
         else:
-            node.get_logger().info(qos.dds_setting(dict(os.environ)))
+            node.get_logger().info(qos.dds_setting(environ))
         executor = MultiThreadedExecutor(num_threads=3)
         executor.add_node(node)
         node.spin_calls.bind()            # subscriptions change on this thread (spin_thread.py)

@@ -26,7 +26,18 @@ from rclpy.qos import (DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityP
                        qos_profile_sensor_data)
 
 AUTO = "auto"
+# Where Fast DDS reads its XML profile file from (the first is the launch file's).
 FASTDDS_PROFILE_VARIABLES = ("FASTRTPS_DEFAULT_PROFILES_FILE", "FASTDDS_DEFAULT_PROFILES_FILE")
+
+
+def _rmw(environ: dict[str, str]) -> str:
+    return environ.get("RMW_IMPLEMENTATION") or "rmw_fastrtps_cpp"
+
+
+def named_dds_profiles(environ: dict[str, str]) -> dict[str, str]:
+    """The Fast DDS profile variables `environ` sets (an empty value included: a choice made
+    for Fast DDS's defaults)."""
+    return {v: environ[v] for v in FASTDDS_PROFILE_VARIABLES if v in environ}
 
 
 def dds_defaults_warning(environ: dict[str, str]) -> str | None:
@@ -36,8 +47,7 @@ def dds_defaults_warning(environ: dict[str, str]) -> str | None:
     odometry; under config/fastdds_node.xml, which the launch file sets, none did
     (docs/ros.md, "DDS setting"). Another RMW, or a profile named (an empty value
     included: a choice made), gets no warning."""
-    rmw = environ.get("RMW_IMPLEMENTATION") or "rmw_fastrtps_cpp"
-    if rmw != "rmw_fastrtps_cpp" or any(v in environ for v in FASTDDS_PROFILE_VARIABLES):
+    if _rmw(environ) != "rmw_fastrtps_cpp" or named_dds_profiles(environ):
         return None
     return ("running under Fast DDS's defaults: on a busy machine small messages such as "
             "odometry can arrive hundreds of ms late (stale-odometry fallbacks); set "
@@ -47,10 +57,8 @@ def dds_defaults_warning(environ: dict[str, str]) -> str | None:
 
 def dds_setting(environ: dict[str, str]) -> str:
     """The node's DDS setting in words, for its start-up log."""
-    rmw = environ.get("RMW_IMPLEMENTATION") or "rmw_fastrtps_cpp"
-    named = [f"{v}={environ[v] or repr('')}" for v in FASTDDS_PROFILE_VARIABLES
-             if v in environ]
-    return f"DDS: {rmw}" + (f", {', '.join(named)}" if named else "")
+    named = [f"{v}={value or repr('')}" for v, value in named_dds_profiles(environ).items()]
+    return f"DDS: {_rmw(environ)}" + (f", {', '.join(named)}" if named else "")
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,8 @@ def _node_options(parser: argparse.ArgumentParser) -> None:
 
 
 DDS_NOTE = (" The node runs under the package's Fast DDS profile (config/fastdds_node.xml), "
-            "as the launch file starts it, unless FASTRTPS_DEFAULT_PROFILES_FILE is set "
-            "(set it empty for Fast DDS's defaults).")
+            "as the launch file starts it, unless FASTRTPS_DEFAULT_PROFILES_FILE or "
+            "FASTDDS_DEFAULT_PROFILES_FILE is set (set one empty for Fast DDS's defaults).")
 
 
 def register(subparsers) -> None:

@@ -17,13 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from wamdiff2_ros.node.qos import FASTDDS_PROFILE_VARIABLES, named_dds_profiles
 from wamdiff2_ros.tools.bag_layout import NODE_NAME, TYPES, OutputTopics
 from wamdiff2_ros.tools.spin import spin_in_background
 
 PACKAGE = "wamdiff2_ros"
 PARAMS_FILE = "wamdiff2.yaml"
 DDS_PROFILE_FILE = "fastdds_node.xml"
-DDS_PROFILE_VARIABLE = "FASTRTPS_DEFAULT_PROFILES_FILE"
+DDS_PROFILE_VARIABLE = FASTDDS_PROFILE_VARIABLES[0]   # the one the launch file sets
 
 
 class DemoError(Exception):
@@ -55,14 +56,15 @@ def find_params_file() -> Path:
 def dds_profile_env(environ: dict[str, str] | None = None) -> dict[str, str]:
     """The environment a node started by these tools gets for Fast DDS, as the launch file
     sets it: nothing where `environ` (default: this process's) names a profile file already
-    (set it to an empty string for Fast DDS's defaults), else the package's
+    in either of Fast DDS's variables (set one to an empty string for Fast DDS's
+    defaults), else the package's
     config/fastdds_node.xml, UDP only with large socket buffers (docs/ros.md, "DDS
     setting"). Under Fast DDS's defaults a node whose cores are busy planning got its small
     odometry messages late (p50 77 ms, p90 477 ms after they were sent, beside camera frames
     in 11 ms) and fell back on stale odometry for a fifth of its frames in `bench soak`;
     under the profile they came in 2 ms, and no frame fell back (docs/runs/dds_profile/)."""
     environ = os.environ if environ is None else environ
-    if DDS_PROFILE_VARIABLE in environ:
+    if named_dds_profiles(environ):
         return {}
     return {DDS_PROFILE_VARIABLE: str(find_config_file(DDS_PROFILE_FILE))}
 
@@ -70,7 +72,8 @@ def dds_profile_env(environ: dict[str, str] | None = None) -> dict[str, str]:
 def describe_dds_profile(environ: dict[str, str] | None = None) -> str:
     """Which Fast DDS profile `dds_profile_env` gives the node, in words."""
     environ = os.environ if environ is None else environ
-    profile = {**environ, **dds_profile_env(environ)}.get(DDS_PROFILE_VARIABLE) or ""
+    named = named_dds_profiles({**environ, **dds_profile_env(environ)})
+    profile = next((value for value in named.values() if value), "")
     return f"Fast DDS profile {profile}" if profile else "Fast DDS defaults"
 
 

@@ -88,11 +88,6 @@ class BenchResult:
         return "\n".join(lines)
 
 
-def default_params_file() -> Path:
-    """config/wamdiff2.yaml: installed share directory first, then the source tree."""
-    return find_params_file()
-
-
 def bench_frames(count: int, width: int, height: int) -> list[np.ndarray]:
     """Front-camera frames of a simulated highway episode, (H, W, 3) uint8 RGB."""
     from wamdiff2_core.sim.camera import CameraConfig
@@ -154,7 +149,7 @@ def node_command(cfg: BenchConfig) -> list[str]:
                  **params.decode_values(cfg.decode),
                  **{f"model.{k}": v for k, v in cfg.fields.items() if k != "block_size"},
                  **cfg.overrides}
-    cmd += ["--ros-args", "--params-file", str(cfg.params_file or default_params_file())]
+    cmd += ["--ros-args", "--params-file", str(cfg.params_file or find_params_file())]
     for name, value in overrides.items():
         cmd += ["-p", f"{name}:={value if value != '' else repr('')}"]
     return cmd

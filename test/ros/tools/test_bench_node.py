@@ -22,7 +22,8 @@ def test_bench_node_reports_node_and_bare_planner_latency(tmp_path, request):
         [str(exe), "bench", "node", "--preset", "tiny", "--max-new-tokens", "32", "--steps",
          "4", "--no-constrained", "--frames", "3", "--domain-id", str(domain_id(request.node.nodeid)),
          "--json", str(out)], capture_output=True, text=True, timeout=300,
-        env={k: v for k, v in os.environ.items() if k != "FASTRTPS_DEFAULT_PROFILES_FILE"})
+        env={k: v for k, v in os.environ.items()
+             if k not in ("FASTRTPS_DEFAULT_PROFILES_FILE", "FASTDDS_DEFAULT_PROFILES_FILE")})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "bare Planner.plan()" in proc.stdout and "node: image -> Path" in proc.stdout
     # the node runs as the launch file starts it: under the package's Fast DDS profile

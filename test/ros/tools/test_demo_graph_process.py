@@ -30,11 +30,15 @@ def test_the_node_gets_the_packages_dds_profile_as_the_launch_file_gives_it(monk
     assert "<useBuiltinTransports>false</useBuiltinTransports>" in profile.read_text()
     assert dds_profile_env({DDS_PROFILE_VARIABLE: "/etc/mine.xml"}) == {}
     assert dds_profile_env({DDS_PROFILE_VARIABLE: ""}) == {}
+    assert dds_profile_env({"FASTDDS_DEFAULT_PROFILES_FILE": "/etc/mine.xml"}) == {}
+    assert describe_dds_profile({"FASTDDS_DEFAULT_PROFILES_FILE": "/etc/mine.xml"}) == \
+        "Fast DDS profile /etc/mine.xml"
     assert describe_dds_profile({}) == f"Fast DDS profile {profile}"
     assert describe_dds_profile({DDS_PROFILE_VARIABLE: ""}) == "Fast DDS defaults"
     assert describe_dds_profile({DDS_PROFILE_VARIABLE: "/etc/mine.xml"}) == \
         "Fast DDS profile /etc/mine.xml"
     monkeypatch.delenv(DDS_PROFILE_VARIABLE, raising=False)
+    monkeypatch.delenv("FASTDDS_DEFAULT_PROFILES_FILE", raising=False)
     assert dds_profile_env() == env                                # this process's env
 
 
@@ -42,6 +46,7 @@ def test_a_node_process_runs_under_that_profile(ros_domain, tmp_path, monkeypatc
     from wamdiff2_ros.tools.demo_graph import DDS_PROFILE_VARIABLE
 
     monkeypatch.delenv(DDS_PROFILE_VARIABLE, raising=False)
+    monkeypatch.delenv("FASTDDS_DEFAULT_PROFILES_FILE", raising=False)
     node = NodeProcess(ros_domain, tmp_path / "node.log", {"max_planning_rate_hz": -1.0})
     node.proc.wait(120)
     node.stop()
