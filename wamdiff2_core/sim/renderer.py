@@ -11,7 +11,8 @@ Two passes share one camera pose, lens and offscreen buffer (rendered one after 
 The software renderer (``p3tinydisplay``) is used: it needs no GPU, no X server and no
 EGL, and it is deterministic. The ground layers are drawn in a fixed order without depth
 testing (they are coplanar; a depth buffer would make markings flicker with distance),
-vehicles with depth testing on top.
+vehicles with depth testing on top, in the fixed order of their ids (so a depth tie between
+two touching cars goes the same way in every process).
 
 A frame's pixels depend on its episode alone, not on what the process rendered before
 (``data generate --resume`` writes the bytes of an uninterrupted run): every renderer (one
@@ -247,6 +248,11 @@ class CameraRenderer:
                 lit = self._color_root.attach_new_node(box_node("vehicle", colour, lit=True))
                 flat = self._id_root.attach_new_node(
                     box_node("vehicle-id", encode_id(agent.id), lit=False))
+                for node in (lit, flat):
+                    # Drawn in id order: the opaque bin sorts equal states by vertex-data
+                    # address, so which of two touching cars won a depth tie (a box edge a
+                    # pixel apart) depended on what the process had allocated before.
+                    node.set_bin("fixed", agent.id)
                 self._vehicles[agent.id] = (lit, flat)
             for node, root in zip(self._vehicles[agent.id], (self._color_root, self._id_root)):
                 node.reparent_to(root)
