@@ -74,5 +74,12 @@ setup(
             "wamdiff2 = wamdiff2_core.apps.cli:main",
             "planner_node = wamdiff2_ros.node.planner_node:main",
         ],
+        # subcommands of `wamdiff2` that live above the core (wamdiff2_core.apps.cli reads
+        # the group, so the core never names wamdiff2_ros)
+        "wamdiff2.subcommands": [
+            "bench_node = wamdiff2_ros.tools.bench_cli:register",
+            "bag = wamdiff2_ros.tools.bag_cli:register",
+            "closed_loop_node = wamdiff2_ros.tools.closed_loop_cli:register",
+        ],
     },
 )

@@ -1,8 +1,13 @@
 """The import structure the code is read by (docs/INTERFACES.md, "Layout"): every import,
-top-level or inside a function, runs from a higher layer down to a lower one or stays inside
-its own unit; no two files import each other, directly or round a circle; the domain
-packages parse no command line. Run it alone: `python -m pytest test/test_layering.py`."""
+top-level or inside a function, and every module named by string to importlib
+(``import_module("...")``, ``__import__``, a module-level tuple of names handed to it), runs
+from a higher layer down to a lower one or stays inside its own unit; no two files import
+each other, directly or round a circle; the domain packages parse no command line; entry
+points (setup.py) name real functions of the entry-point wings. Run it alone:
+`python -m pytest test/test_layering.py`."""
 import ast
+import importlib
+import re
 from pathlib import Path
 
 import pytest
@@ -50,11 +55,70 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
-def _imports(name: str, path: Path) -> list[tuple[int, str]]:
-    """(line, imported module or package) of every import statement in the file."""
+#: Modules that hand importlib a name built at run time, and why it is never one of ours.
+DYNAMIC_IMPORTS = {
+    "wamdiff2_ros.tools.bag_io": "the ROS message package of a type a bag names",
+}
+_IMPORT_CALLS = ("import_module", "__import__")
+
+
+def _string_names(tree: ast.Module) -> dict[str, list[str]]:
+    """Module-level names bound to a string or a tuple/list of strings: what a call such as
+    ``import_module(name)`` inside a loop over them can import."""
+    out = {}
+    for node in tree.body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            value = node.value
+            items = value.elts if isinstance(value, (ast.Tuple, ast.List)) else [value]
+            strings = [i.value for i in items
+                       if isinstance(i, ast.Constant) and isinstance(i.value, str)]
+            if strings and len(strings) == len(items):
+                out.update({t.id: strings for t in targets if isinstance(t, ast.Name)})
+    return out
+
+
+def _string_imports(tree: ast.Module) -> tuple[list[tuple[int, str]], list[int]]:
+    """(line, module) of each module named by string to importlib, and the lines of calls
+    whose argument is built at run time (resolved by nothing here)."""
+    names, found, dynamic = _string_names(tree), [], []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        func = node.func
+        called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+        if called not in _IMPORT_CALLS:
+            continue
+        arg = node.args[0]
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+            found.append((node.lineno, arg.value))
+        elif isinstance(arg, ast.Name) and (names.get(arg.id) or
+                                            _loop_over_names(tree, arg.id, names)):
+            targets = names.get(arg.id) or _loop_over_names(tree, arg.id, names)
+            found += [(node.lineno, target) for target in targets]
+        else:
+            dynamic.append(node.lineno)
+    return found, dynamic
+
+
+def _loop_over_names(tree: ast.Module, variable: str, names: dict[str, list[str]]
+                     ) -> list[str]:
+    """The strings a `for variable in NAME` loop over a module-level name binds."""
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.For) and isinstance(node.target, ast.Name)
+                and node.target.id == variable and isinstance(node.iter, ast.Name)
+                and node.iter.id in names):
+            return names[node.iter.id]
+    return []
+
+
+def _imports(name: str, path: Path, source: str | None = None) -> list[tuple[int, str]]:
+    """(line, imported module or package) of every import statement in the file, and of
+    every module it names by string to importlib."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    out = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text() if source is None else source)
+    out = list(_string_imports(tree)[0])
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             out += [(node.lineno, a.name) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -77,9 +141,21 @@ def _unit(module: str) -> str | None:
     return best
 
 
-EDGES = {name: [(line, target) for line, target in _imports(name, path)
-                if target.split(".")[0] in PACKAGES]
-         for name, path in MODULES.items()}
+def _upward(name: str, edges: list[tuple[int, str]]) -> list[str]:
+    src, out = _unit(name), []
+    for line, target in edges:
+        dst = _unit(target)
+        if dst != src and LAYERS[dst] >= LAYERS[src]:
+            out.append(f"{MODULES[name].relative_to(ROOT)}:{line} imports {target} "
+                       f"({src}, layer {LAYERS[src]} -> {dst}, layer {LAYERS[dst]})")
+    return out
+
+
+def _ours(edges: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    return [(line, target) for line, target in edges if target.split(".")[0] in PACKAGES]
+
+
+EDGES = {name: _ours(_imports(name, path)) for name, path in MODULES.items()}
 
 
 def test_every_module_belongs_to_a_layer():
@@ -87,15 +163,51 @@ def test_every_module_belongs_to_a_layer():
 
 
 def test_imports_run_downward_only():
-    upward = []
-    for name, edges in EDGES.items():
-        src = _unit(name)
-        for line, target in edges:
-            dst = _unit(target)
-            if dst != src and LAYERS[dst] >= LAYERS[src]:
-                upward.append(f"{MODULES[name].relative_to(ROOT)}:{line} imports {target} "
-                              f"({src}, layer {LAYERS[src]} -> {dst}, layer {LAYERS[dst]})")
-    assert upward == []
+    assert [line for name, edges in EDGES.items() for line in _upward(name, edges)] == []
+
+
+def test_a_planted_string_import_is_caught():
+    """A core module that loads the ROS tools by import string is an upward import, whether
+    the string is passed directly or through a module-level tuple."""
+    name = "wamdiff2_core.apps.cli"
+    for planted in ('import importlib\nimportlib.import_module("wamdiff2_ros.tools.bench_cli")\n',
+                    'from importlib import import_module\nMODS = ("wamdiff2_ros.tools.bag_cli",)\n'
+                    'for m in MODS:\n    import_module(m)\n',
+                    '__import__("wamdiff2_ros.tools.demo")\n'):
+        edges = _ours(_imports(name, MODULES[name], source=planted))
+        assert _upward(name, edges), planted
+
+
+def test_every_string_import_is_resolved_or_explained():
+    unresolved = {name: _string_imports(ast.parse(path.read_text()))[1]
+                  for name, path in MODULES.items()}
+    unresolved = {name: lines for name, lines in unresolved.items() if lines}
+    assert set(unresolved) == set(DYNAMIC_IMPORTS), unresolved
+    resolved = {target for name, path in MODULES.items()
+                for _, target in _string_imports(ast.parse(path.read_text()))[0]}
+    assert {t for t in resolved if t.split(".")[0] in PACKAGES} <= set(MODULES)
+
+
+def _entry_points() -> dict[str, list[str]]:
+    """Group -> `name = module:function` lines of setup.py's entry_points."""
+    tree = ast.parse((ROOT / "setup.py").read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.keyword) and node.arg == "entry_points":
+            return ast.literal_eval(node.value)
+    raise AssertionError("setup.py declares no entry_points")
+
+
+def test_entry_points_name_functions_of_the_entry_point_wings():
+    groups = _entry_points()
+    assert groups.get("wamdiff2.subcommands"), "no wamdiff2 subcommands registered"
+    for group, lines in groups.items():
+        for line in lines:
+            match = re.fullmatch(r"\s*([\w.-]+)\s*=\s*([\w.]+):(\w+)\s*", line)
+            assert match, f"{group}: {line!r} is not `name = module:function`"
+            module, function = match.group(2), match.group(3)
+            assert module in MODULES and callable(
+                getattr(importlib.import_module(module), function, None)), line
+            assert module.startswith(WINGS) or module.endswith(".planner_node"), line
 
 
 def test_no_import_cycles_between_files():

@@ -1,16 +1,19 @@
 """The `wamdiff2` command. Thin: each area registers its own subcommands.
 
 Every module in SUBCOMMAND_MODULES exposes ``register(subparsers)``, which adds one or more
-subcommands whose parsers carry ``func=callable(args) -> int``. The modules import only
+subcommands whose parsers carry ``func=callable(args) -> int``. Packages above the core (the
+ROS tools) add theirs through the ``wamdiff2.subcommands`` entry-point group (setup.py), each
+entry a ``register`` function, so the core never names them. The modules import only
 argparse-level code at the top (torch, transformers and rclpy load when a command runs), so
-``wamdiff2 --help`` stays fast; an area whose package is not installed (the ROS tools without
-the ROS wheels) is left out instead of hiding every other subcommand.
+``wamdiff2 --help`` stays fast; an area whose package is not installed is left out instead of
+hiding every other subcommand.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
 import sys
+from importlib.metadata import entry_points
 
 from wamdiff2_core.apps.common import CliError, storage_exhausted
 
@@ -20,10 +23,9 @@ SUBCOMMAND_MODULES = (
     "wamdiff2_core.apps.evaluate",       # eval open-loop / closed-loop
     "wamdiff2_core.apps.train",          # train, pipeline
     "wamdiff2_core.apps.bench.cli",      # bench decode
-    "wamdiff2_ros.tools.bench_cli",      # bench node
-    "wamdiff2_ros.tools.bag_cli",        # bag record-sim / replay / eval / info, demo
-    "wamdiff2_ros.tools.closed_loop_cli",  # eval closed-loop --through-node
 )
+#: The entry-point group through which other packages add subcommands (``register``).
+SUBCOMMAND_GROUP = "wamdiff2.subcommands"
 
 
 # What to do after a full disk stopped a command (by command; None: any other).
@@ -42,13 +44,15 @@ def build_parser() -> argparse.ArgumentParser:
                     "train, bench, bag, demo).")
     sub = parser.add_subparsers(dest="wamdiff2_command", metavar="COMMAND")
     for name in SUBCOMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    for entry in sorted(entry_points(group=SUBCOMMAND_GROUP), key=lambda e: e.name):
         try:
-            module = importlib.import_module(name)
+            register = entry.load()
         except ModuleNotFoundError as exc:
-            if exc.name == name or name.startswith(str(exc.name) + "."):
-                continue  # area not installed in this environment
+            if entry.module == exc.name or entry.module.startswith(f"{exc.name}."):
+                continue  # its package is gone but its metadata is left (a stale install)
             raise
-        module.register(sub)
+        register(sub)
     return parser
 
 
