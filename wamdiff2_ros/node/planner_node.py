@@ -36,6 +36,7 @@ from wamdiff2_ros.node.health import InputHealth
 from wamdiff2_ros.node.inputs import CAMERA, ODOMETRY, InputCallbacks, NodeLinks
 from wamdiff2_ros.node.logs import ThrottledLog
 from wamdiff2_ros.node.odometry import OdometryTracker
+from wamdiff2_ros.node.overrides import check_override_types
 from wamdiff2_ros.node.planning import Outputs, PlanningHandler
 from wamdiff2_ros.node.spin_thread import SpinThreadCalls
 from wamdiff2_ros.node.topics import (ANSWER_TOPIC, COMMAND_TOPIC, DETECTIONS_TOPIC,
@@ -434,6 +435,11 @@ def _run(args: list[str] | None) -> int:
     # No progress bars in a node's log (transformers' "Loading weights" bar reads this when
     # it is imported, at configure): the log says "loading ..." and "warmed up" instead.
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    try:
+        check_override_types(sys.argv if args is None else args)
+    except ValueError as exc:
+        print(f"planner_node: invalid parameter: {exc}", file=sys.stderr)
+        return 2
     try:
         rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     except RuntimeError as exc:   # rclpy's RCLError: malformed --ros-args

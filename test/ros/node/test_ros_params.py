@@ -240,6 +240,34 @@ def test_main_exits_2_on_a_bogus_backend(ros_domain, monkeypatch, capsys):
     assert "backend" in err and "bogus" in err and "fast" in err
 
 
+@pytest.mark.parametrize("override,words", [
+    ("decode.max_new_tokens:=abc", ("decode.max_new_tokens", "an integer", "'abc'")),
+    ("max_speed_mps:=fast", ("max_speed_mps", "floating-point", "'fast'")),
+    ("max_speed_mps:=80", ("max_speed_mps", "floating-point", "an integer")),
+    ("autostart:=1", ("autostart", "a boolean")),
+    ("wamdiff2_planner:tasks:=[1, 2]", ("tasks", "a list of strings")),
+])
+def test_main_exits_2_on_a_start_up_override_of_the_wrong_type(override, words, capsys):
+    """Issue 45: rcl drops a `-p` override whose type differs from the params file's value
+    and the node would start with the file's; it is refused with the parameter's name."""
+    code = main(["planner_node", "--ros-args", "--params-file", str(PARAMS_FILE), "-p",
+                 override])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert all(word in err for word in words), err
+
+
+def test_overrides_of_the_right_type_and_other_arguments_pass():
+    from wamdiff2_ros.node.overrides import check_override_types, cli_overrides
+
+    argv = ["planner_node", "-p", "x:=abc", "--ros-args", "-p", "checkpoint:=7", "--param",
+            "tasks:=[planning, qa]", "-r", "__ns:=/ego", "-p", "unknown:=1", "--", "-p",
+            "decode.seed:=x"]
+    assert cli_overrides(argv) == [("checkpoint", "7"), ("tasks", "[planning, qa]"),
+                                   ("unknown", "1")]
+    check_override_types(argv)              # a number given to a string parameter is text
+
+
 def test_main_exits_2_on_malformed_ros_arguments(capsys):
     assert main(["planner_node", "--ros-args", "-p", "dtype:="]) == 2
     assert "dtype" in capsys.readouterr().err
