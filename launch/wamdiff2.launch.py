@@ -4,28 +4,31 @@
         camera_topic:=/front_camera/image_raw odometry_topic:=/odom \
         [params_file:=my.yaml] [checkpoint:=/path/to/ckpt] [namespace:=ego] \
         [command_topic:=/route/command] [path_topic:=/planning/path] ... \
-        [use_sim_time:=true] [log_level:=debug] [dds_profile:='']
+        [use_sim_time:=true] [log_level:=debug] [dds_profile:=/path/profile.xml]
 
 Every topic of the node can be remapped: `camera_topic` onto ~/input/image (and
 `<camera_topic>/compressed` onto ~/input/image/compressed: which one the node reads is the
 `image_transport` parameter), the others (REMAPS below) only when given. The params file is
 keyed `/**`, so it applies under any namespace. The node is a lifecycle node that configures
 and activates itself (`autostart: true`); with `autostart: false`, drive it with
-`ros2 lifecycle set`. `dds_profile` (default: the package's config/fastdds_node.xml, unless
-FASTRTPS_DEFAULT_PROFILES_FILE is already set) is the Fast DDS profile under which
-best-effort full-size frames arrive; '' keeps the environment's setting.
+`ros2 lifecycle set`. DDS: the node gets the package's Fast DDS profile
+(config/fastdds_node.xml: best-effort full-size frames arrive) only where the environment has
+no DDS setting of its own, so that it joins the graph as its peers do
+(wamdiff2_ros/node/dds.py); `dds_profile` names a profile file to use whatever the
+environment says.
 """
 import os
 
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
-from launch.substitutions import EnvironmentVariable, LaunchConfiguration
+from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
+
+from wamdiff2_ros.node import dds
 
 PACKAGE = "wamdiff2_ros"
 NODE_NAME = "wamdiff2_planner"
-PROFILE_VARIABLE = "FASTRTPS_DEFAULT_PROFILES_FILE"
 
 # launch argument -> the node's topic it remaps (when the argument is not empty)
 REMAPS = {
@@ -60,6 +63,12 @@ def _planner_node(context):
                        (CAMERA_REMAPS[1], camera.rstrip("/") + "/compressed")]
     remappings += [(topic, arg(name)) for name, topic in REMAPS.items() if arg(name)]
     profile = arg("dds_profile")
+    if profile:
+        dds_env = {dds.PROFILE_VARIABLE: profile}
+    else:
+        share = get_package_share_directory(PACKAGE)
+        dds_env = dds.node_environment(os.environ,
+                                       os.path.join(share, "config", dds.PROFILE_FILE))
     # the node's own logger (`ego.wamdiff2_planner` under namespace ego), not rcl's and DDS's
     logger = ".".join([*arg("namespace").strip("/").split("/"), NODE_NAME]).lstrip(".")
     return [Node(
@@ -70,7 +79,7 @@ def _planner_node(context):
         parameters=parameters,
         remappings=remappings,
         ros_arguments=["--log-level", f"{logger}:={arg('log_level')}"],
-        additional_env={PROFILE_VARIABLE: profile} if profile else None,
+        additional_env=dds_env or None,
         output="screen",
         emulate_tty=True,
     )]
@@ -79,7 +88,6 @@ def _planner_node(context):
 def generate_launch_description():
     share = get_package_share_directory(PACKAGE)
     default_params = os.path.join(share, "config", "wamdiff2.yaml")
-    default_profile = os.path.join(share, "config", "fastdds_node.xml")
     topic_arguments = [
         DeclareLaunchArgument(name, default_value="",
                               description=f"Topic remapped onto {topic} (empty: not remapped)")
@@ -106,11 +114,12 @@ def generate_launch_description():
         DeclareLaunchArgument("log_level", default_value="info",
                               description="The node's log level: debug | info | warn | error "
                                           "| fatal"),
-        DeclareLaunchArgument("dds_profile",
-                              default_value=EnvironmentVariable(PROFILE_VARIABLE,
-                                                                default_value=default_profile),
-                              description="Fast DDS XML profile of the node (default: the "
-                                          "environment's, else config/fastdds_node.xml); "
-                                          "'': keep the environment's setting"),
+        DeclareLaunchArgument("dds_profile", default_value="",
+                              description="Fast DDS XML profile file of the node; empty: "
+                                          "config/fastdds_node.xml where the environment "
+                                          "has no DDS setting of its own (RMW_IMPLEMENTATION, "
+                                          "FASTRTPS_DEFAULT_PROFILES_FILE, "
+                                          "FASTDDS_DEFAULT_PROFILES_FILE, "
+                                          "FASTDDS_BUILTIN_TRANSPORTS), else that setting"),
         OpaqueFunction(function=_planner_node),
     ])

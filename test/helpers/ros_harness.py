@@ -32,6 +32,7 @@ from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import String
 from visualization_msgs.msg import MarkerArray
 
+from wamdiff2_ros.node.dds import node_environment
 from wamdiff2_ros.tools.demo_graph import ros_value
 
 REPO = Path(__file__).resolve().parents[2]
@@ -66,8 +67,8 @@ def planner_node_executable() -> str:
 
 class NodeProcess:
     """`planner_node --ros-args --params-file config/wamdiff2.yaml [-p name:=value ...]`,
-    with the shipped Fast DDS profile (as the launch file runs it) unless the environment
-    names another; `ros_args`: more ROS arguments (``["-r", "__ns:=/ego"]``)."""
+    with the shipped Fast DDS profile where the environment has no DDS setting of its own
+    (the launch file's rule); `ros_args`: more ROS arguments (``["-r", "__ns:=/ego"]``)."""
 
     def __init__(self, domain: int, log_dir: Path, overrides: dict | None = None,
                  extra_env: dict | None = None, ros_args: list[str] | None = None):
@@ -77,7 +78,7 @@ class NodeProcess:
         cmd += list(ros_args or [])
         env = dict(os.environ, ROS_DOMAIN_ID=str(domain), PYTHONUNBUFFERED="1",
                    RCUTILS_LOGGING_BUFFERED_STREAM="0", **(extra_env or {}))
-        env.setdefault("FASTRTPS_DEFAULT_PROFILES_FILE", str(DDS_PROFILE))
+        env.update(node_environment(env, DDS_PROFILE))     # the launch file's rule
         log_dir.mkdir(parents=True, exist_ok=True)
         self.stdout_path, self.stderr_path = log_dir / "node.out", log_dir / "node.err"
         self._out = open(self.stdout_path, "w")

@@ -28,7 +28,7 @@ from rclpy.signals import SignalHandlerOptions
 from std_msgs.msg import String
 from visualization_msgs.msg import MarkerArray
 
-from wamdiff2_ros.node import outputs, params, qos
+from wamdiff2_ros.node import dds, outputs, params, qos
 from wamdiff2_ros.node.bad_input import BadInput
 from wamdiff2_ros.node.diagnostics import ERROR, WARN, NodeStats, diagnostic_array
 from wamdiff2_ros.node.fallback import LastPlan
@@ -199,12 +199,9 @@ class PlannerNode(LifecycleNode):
                                               device=cfg.device, dtype=cfg.dtype,
                                               backend=cfg.backend,
                                               plan_decode=cfg.plan_decode, fields=cfg.fields,
-                                              plan_max_speed=cfg.plan_max_speed,
-                                              checkpoint_rule=cfg.checkpoint_rule)
+                                              plan_max_speed=cfg.plan_max_speed)
             self.get_logger().info(planner.model.describe())
-            if planner.decode != cfg.decode:
-                self.get_logger().info(f"decoding with the checkpoint's commit rule: "
-                                       f"{planner.decode}")
+            self.get_logger().info(f"decoding with {planner.decode_summary()}")
             stats = planner.warmup()
         except Exception as exc:  # noqa: BLE001 - a failed configure leaves us unconfigured
             self._set_state("unconfigured")
@@ -370,7 +367,6 @@ class PlannerNode(LifecycleNode):
         if "decode" in changed and self._planner is not None:
             try:
                 planner = self._planner.reconfigure(cfg.decode, backend=cfg.backend,
-                                                    checkpoint_rule=cfg.checkpoint_rule,
                                                     plan_decode=cfg.plan_decode,
                                                     plan_max_speed=cfg.plan_max_speed)
                 planner.warmup()
@@ -454,11 +450,11 @@ def _run(args: list[str] | None) -> int:
             print(f"planner_node: invalid parameter: {exc}", file=sys.stderr)
             return 2
         environ = dict(os.environ)
-        dds_warning = qos.dds_defaults_warning(environ)
+        dds_warning = dds.defaults_warning(environ)
         if dds_warning:
             node.get_logger().warning(dds_warning)
         else:
-            node.get_logger().info(qos.dds_setting(environ))
+            node.get_logger().info(f"DDS: {dds.describe(environ)}")
         executor = MultiThreadedExecutor(num_threads=3)
         executor.add_node(node)
         node.spin_calls.bind()            # subscriptions change on this thread (spin_thread.py)

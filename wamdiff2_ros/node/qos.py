@@ -26,39 +26,6 @@ from rclpy.qos import (DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityP
                        qos_profile_sensor_data)
 
 AUTO = "auto"
-# Where Fast DDS reads its XML profile file from (the first is the launch file's).
-FASTDDS_PROFILE_VARIABLES = ("FASTRTPS_DEFAULT_PROFILES_FILE", "FASTDDS_DEFAULT_PROFILES_FILE")
-
-
-def _rmw(environ: dict[str, str]) -> str:
-    return environ.get("RMW_IMPLEMENTATION") or "rmw_fastrtps_cpp"
-
-
-def named_dds_profiles(environ: dict[str, str]) -> dict[str, str]:
-    """The Fast DDS profile variables `environ` sets (an empty value included: a choice made
-    for Fast DDS's defaults)."""
-    return {v: environ[v] for v in FASTDDS_PROFILE_VARIABLES if v in environ}
-
-
-def dds_defaults_warning(environ: dict[str, str]) -> str | None:
-    """A warning for a node under Fast DDS with no profile file named in `environ`, else
-    None. Under Fast DDS's defaults, on a machine whose cores are busy planning, this node's
-    odometry came in p50 77 ms, p90 477 ms late and a fifth of its frames fell back on stale
-    odometry; under config/fastdds_node.xml, which the launch file sets, none did
-    (docs/ros.md, "DDS setting"). Another RMW, or a profile named (an empty value
-    included: a choice made), gets no warning."""
-    if _rmw(environ) != "rmw_fastrtps_cpp" or named_dds_profiles(environ):
-        return None
-    return ("running under Fast DDS's defaults: on a busy machine small messages such as "
-            "odometry can arrive hundreds of ms late (stale-odometry fallbacks); set "
-            "FASTRTPS_DEFAULT_PROFILES_FILE to the package's config/fastdds_node.xml, as "
-            "the launch file does (docs/ros.md, \"DDS setting\")")
-
-
-def dds_setting(environ: dict[str, str]) -> str:
-    """The node's DDS setting in words, for its start-up log."""
-    named = [f"{v}={value or repr('')}" for v, value in named_dds_profiles(environ).items()]
-    return f"DDS: {_rmw(environ)}" + (f", {', '.join(named)}" if named else "")
 
 
 @dataclass(frozen=True)

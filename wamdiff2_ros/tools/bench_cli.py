@@ -26,8 +26,10 @@ def _node_options(parser: argparse.ArgumentParser) -> None:
 
 
 DDS_NOTE = (" The node runs under the package's Fast DDS profile (config/fastdds_node.xml), "
-            "as the launch file starts it, unless FASTRTPS_DEFAULT_PROFILES_FILE or "
-            "FASTDDS_DEFAULT_PROFILES_FILE is set (set one empty for Fast DDS's defaults).")
+            "as the launch file starts it, unless the environment has a DDS setting of its "
+            "own (RMW_IMPLEMENTATION, FASTRTPS_DEFAULT_PROFILES_FILE, "
+            "FASTDDS_DEFAULT_PROFILES_FILE or FASTDDS_BUILTIN_TRANSPORTS; one set empty: Fast "
+            "DDS's defaults).")
 
 
 def register(subparsers) -> None:

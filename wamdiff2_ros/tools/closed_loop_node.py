@@ -45,7 +45,7 @@ from wamdiff2_core.sim.plan_sources import CameraFrame, EgoTick, PlannerUnavaila
 from wamdiff2_ros.tools.bag_layout import (BASE_FRAME, NODE_NAME, ODOM_FRAME, SIM_TOPICS,
                                            OutputTopics, node_input_remaps)
 from wamdiff2_ros.tools.bag_record import EPISODE_GAP_NS, START_TIME_NS, image_msg, odometry_msg
-from wamdiff2_ros.tools.demo_graph import NodeProcess
+from wamdiff2_ros.tools.demo_graph import NodeProcess, dds_profile_env
 from wamdiff2_ros.tools.spin import spin_in_background
 
 DDS_ENV = {"FASTDDS_BUILTIN_TRANSPORTS": "UDPv4"}
@@ -223,7 +223,10 @@ class NodeSource:
     def __init__(self, config: NodeSourceConfig):
         self.config = config
         self.domain_id = config.resolved_domain()
-        self._env = {**DDS_ENV, **config.env}
+        # the node keeps the DDS setting the launch file's rule gives it under the caller's
+        # environment (UDP only, as DDS_ENV, for the package's profile)
+        self._env = {**DDS_ENV, **config.env,
+                     **dds_profile_env({**os.environ, **config.env})}
         self._saved_env = {k: os.environ.get(k) for k in self._env}
         os.environ.update(self._env)        # this process's participant: the same transport
         self._participant = _Participant(self.domain_id, config.node_name)

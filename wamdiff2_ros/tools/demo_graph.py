@@ -15,16 +15,14 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
-from wamdiff2_ros.node.qos import FASTDDS_PROFILE_VARIABLES, named_dds_profiles
+from wamdiff2_ros.node import dds
 from wamdiff2_ros.tools.bag_layout import NODE_NAME, TYPES, OutputTopics
 from wamdiff2_ros.tools.spin import spin_in_background
 
 PACKAGE = "wamdiff2_ros"
 PARAMS_FILE = "wamdiff2.yaml"
-DDS_PROFILE_FILE = "fastdds_node.xml"
-DDS_PROFILE_VARIABLE = FASTDDS_PROFILE_VARIABLES[0]   # the one the launch file sets
 
 
 class DemoError(Exception):
@@ -53,28 +51,21 @@ def find_params_file() -> Path:
     return find_config_file(PARAMS_FILE)
 
 
-def dds_profile_env(environ: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment a node started by these tools gets for Fast DDS, as the launch file
-    sets it: nothing where `environ` (default: this process's) names a profile file already
-    in either of Fast DDS's variables (set one to an empty string for Fast DDS's
-    defaults), else the package's
-    config/fastdds_node.xml, UDP only with large socket buffers (docs/ros.md, "DDS
-    setting"). Under Fast DDS's defaults a node whose cores are busy planning got its small
-    odometry messages late (p50 77 ms, p90 477 ms after they were sent, beside camera frames
-    in 11 ms) and fell back on stale odometry for a fifth of its frames in `bench soak`;
-    under the profile they came in 2 ms, and no frame fell back (docs/runs/dds_profile/)."""
+def dds_profile_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What a node started by these tools adds to `environ` (default: this process's) for
+    DDS, by the launch file's rule: the package's config/fastdds_node.xml where `environ` has
+    no DDS setting of its own, else nothing (`wamdiff2_ros.node.dds`)."""
     environ = os.environ if environ is None else environ
-    if named_dds_profiles(environ):
+    if dds.own_setting(environ):
         return {}
-    return {DDS_PROFILE_VARIABLE: str(find_config_file(DDS_PROFILE_FILE))}
+    return dds.node_environment(environ, find_config_file(dds.PROFILE_FILE))
 
 
-def describe_dds_profile(environ: dict[str, str] | None = None) -> str:
-    """Which Fast DDS profile `dds_profile_env` gives the node, in words."""
+def describe_dds_profile(environ: Mapping[str, str] | None = None) -> str:
+    """The DDS setting a node started with `environ` (default: this process's) runs under,
+    in words."""
     environ = os.environ if environ is None else environ
-    named = named_dds_profiles({**environ, **dds_profile_env(environ)})
-    profile = next((value for value in named.values() if value), "")
-    return f"Fast DDS profile {profile}" if profile else "Fast DDS defaults"
+    return dds.describe({**environ, **dds_profile_env(environ)})
 
 
 def node_command() -> list[str]:
@@ -109,9 +100,9 @@ class NodeProcess:
             self.cmd += ["-p", f"{name}:={ros_value(value)}"]
         for source, target in (remaps or {}).items():
             self.cmd += ["-r", f"{source}:={target}"]
-        full_env = dict(os.environ, ROS_DOMAIN_ID=str(domain_id), PYTHONUNBUFFERED="1",
-                        RCUTILS_LOGGING_BUFFERED_STREAM="0", **dds_profile_env(),
-                        **(env or {}))
+        base = {**os.environ, **(env or {})}
+        full_env = dict(base, ROS_DOMAIN_ID=str(domain_id), PYTHONUNBUFFERED="1",
+                        RCUTILS_LOGGING_BUFFERED_STREAM="0", **dds_profile_env(base))
         self.env = full_env
         self.log_path = log_path
         log_path.parent.mkdir(parents=True, exist_ok=True)

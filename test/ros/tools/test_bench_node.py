@@ -11,8 +11,10 @@ import pytest
 from ros_harness import domain_id
 
 from wamdiff2_core.apps.cli import main
+from wamdiff2_ros.node.dds import FAST_DDS_VARIABLES
 
 pytestmark = pytest.mark.ros
+DDS_VARIABLES = ("RMW_IMPLEMENTATION", *FAST_DDS_VARIABLES)
 
 
 def test_bench_node_reports_node_and_bare_planner_latency(tmp_path, request):
@@ -22,12 +24,11 @@ def test_bench_node_reports_node_and_bare_planner_latency(tmp_path, request):
         [str(exe), "bench", "node", "--preset", "tiny", "--max-new-tokens", "32", "--steps",
          "4", "--no-constrained", "--frames", "3", "--domain-id", str(domain_id(request.node.nodeid)),
          "--json", str(out)], capture_output=True, text=True, timeout=300,
-        env={k: v for k, v in os.environ.items()
-             if k not in ("FASTRTPS_DEFAULT_PROFILES_FILE", "FASTDDS_DEFAULT_PROFILES_FILE")})
+        env={k: v for k, v in os.environ.items() if k not in DDS_VARIABLES})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "bare Planner.plan()" in proc.stdout and "node: image -> Path" in proc.stdout
     # the node runs as the launch file starts it: under the package's Fast DDS profile
-    assert "node: Fast DDS profile " in proc.stdout and "fastdds_node.xml" in proc.stdout
+    assert "node: rmw_fastrtps_cpp with the package's profile" in proc.stdout, proc.stdout
     summary = json.loads(out.read_text())
     assert summary["planner_ms"]["n"] == 3 and summary["planner_ms"]["p50"] > 0
     assert summary["node_image_to_markers_ms"]["n"] == 3

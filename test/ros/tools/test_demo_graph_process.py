@@ -19,34 +19,34 @@ def test_a_stopped_node_still_has_its_log_tail(ros_domain, tmp_path):
 
 
 def test_the_node_gets_the_packages_dds_profile_as_the_launch_file_gives_it(monkeypatch):
-    """Unless the environment names a Fast DDS profile (empty: Fast DDS's defaults), a node
-    these tools start runs under config/fastdds_node.xml, as under the launch file."""
-    from wamdiff2_ros.tools.demo_graph import (DDS_PROFILE_VARIABLE, describe_dds_profile,
-                                               dds_profile_env)
+    """Unless the environment has a DDS setting of its own (an empty profile variable: Fast
+    DDS's defaults), a node these tools start runs under config/fastdds_node.xml, as under the
+    launch file."""
+    from wamdiff2_ros.node.dds import FAST_DDS_VARIABLES, PROFILE_VARIABLE
+    from wamdiff2_ros.tools.demo_graph import describe_dds_profile, dds_profile_env
 
     env = dds_profile_env({})
-    profile = Path(env[DDS_PROFILE_VARIABLE])
+    profile = Path(env[PROFILE_VARIABLE])
     assert profile.name == "fastdds_node.xml" and profile.is_file()
     assert "<useBuiltinTransports>false</useBuiltinTransports>" in profile.read_text()
-    assert dds_profile_env({DDS_PROFILE_VARIABLE: "/etc/mine.xml"}) == {}
-    assert dds_profile_env({DDS_PROFILE_VARIABLE: ""}) == {}
-    assert dds_profile_env({"FASTDDS_DEFAULT_PROFILES_FILE": "/etc/mine.xml"}) == {}
-    assert describe_dds_profile({"FASTDDS_DEFAULT_PROFILES_FILE": "/etc/mine.xml"}) == \
-        "Fast DDS profile /etc/mine.xml"
-    assert describe_dds_profile({}) == f"Fast DDS profile {profile}"
-    assert describe_dds_profile({DDS_PROFILE_VARIABLE: ""}) == "Fast DDS defaults"
-    assert describe_dds_profile({DDS_PROFILE_VARIABLE: "/etc/mine.xml"}) == \
-        "Fast DDS profile /etc/mine.xml"
-    monkeypatch.delenv(DDS_PROFILE_VARIABLE, raising=False)
-    monkeypatch.delenv("FASTDDS_DEFAULT_PROFILES_FILE", raising=False)
+    for own in ({PROFILE_VARIABLE: "/etc/mine.xml"}, {PROFILE_VARIABLE: ""},
+                {"FASTDDS_DEFAULT_PROFILES_FILE": "/etc/mine.xml"},
+                {"FASTDDS_BUILTIN_TRANSPORTS": "LARGE_DATA"}):
+        assert dds_profile_env(own) == {}, own
+        assert "the environment's own setting" in describe_dds_profile(own)
+    assert describe_dds_profile({}) == \
+        f"rmw_fastrtps_cpp with the package's profile ({PROFILE_VARIABLE}={profile})"
+    for variable in FAST_DDS_VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
     assert dds_profile_env() == env                                # this process's env
 
 
 def test_a_node_process_runs_under_that_profile(ros_domain, tmp_path, monkeypatch):
-    from wamdiff2_ros.tools.demo_graph import DDS_PROFILE_VARIABLE
+    from wamdiff2_ros.node.dds import FAST_DDS_VARIABLES
+    from wamdiff2_ros.node.dds import PROFILE_VARIABLE as DDS_PROFILE_VARIABLE
 
-    monkeypatch.delenv(DDS_PROFILE_VARIABLE, raising=False)
-    monkeypatch.delenv("FASTDDS_DEFAULT_PROFILES_FILE", raising=False)
+    for variable in FAST_DDS_VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
     node = NodeProcess(ros_domain, tmp_path / "node.log", {"max_planning_rate_hz": -1.0})
     node.proc.wait(120)
     node.stop()
