@@ -12,10 +12,17 @@ and the assistant turn opens with ``<|im_start|>assistant\\n``. A checkpoint tha
 chat template (a real Qwen3-VL one) is rendered with its own template, as the reference's
 ``processor.apply_chat_template`` does; the bundled and preset tokenizers have none and use
 the same format written out. The answer ends with the end-of-answer id.
+
+Text is text: the special tokens of a prompt are the ones the chat format writes, added as
+ids; every text piece of the prompt (and every answer) is tokenized as plain text
+(``tokenizer.encode_plain``), so ``<|im_end|>`` or ``<|image_pad|>`` in a question are
+characters, never the end of the turn or an image. For prompts without such strings the ids
+are the ones tokenizing the whole formatted text gives (the reference's way).
 """
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -24,14 +31,17 @@ from PIL import Image
 from transformers import PreTrainedTokenizerFast
 
 from wamdiff2_core.model import tokenizer as toks
+from wamdiff2_core.tasks.text import IMAGE_PLACEHOLDER
 from wamdiff2_core.model.checkpoint import CheckpointError
 from wamdiff2_core.model.preprocess import (HF_PREPROCESSOR_FILE, PROCESSOR_FILE,
                                             ProcessorConfig)
 
-IMAGE_PLACEHOLDER = "<image>"
 CHAT_TEMPLATE_FILES = ("chat_template.json", "chat_template.jinja")
 REQUIRED_TOKENS = (toks.IM_START, toks.IM_END, toks.VISION_START, toks.VISION_END,
                    toks.IMAGE_PAD)
+# Where the k-th text piece goes in a rendered chat format (NUL never occurs in a template).
+_TEXT_MARK = "\x00{}\x00"
+_TEXT_MARKS = re.compile("\x00([0-9]+)\x00")
 
 
 def to_pil(image) -> Image.Image:
@@ -80,7 +90,9 @@ class Wamdiff2Processor:
                  eoa_id: int | None = None, pad_id: int | None = None,
                  mask_id: int | None = None, use_chat_template: bool = False,
                  config_source: str = "given"):
-        missing = [t for t in REQUIRED_TOKENS if token_id(tokenizer, t) is None]
+        added = tokenizer.get_added_vocab()
+        missing = [t for t in REQUIRED_TOKENS
+                   if token_id(tokenizer, t) is None or t not in added]
         if missing:
             raise CheckpointError(f"the tokenizer has no {', '.join(missing)} token(s), which "
                                   f"the Qwen3-VL chat and image format needs")
@@ -96,6 +108,11 @@ class Wamdiff2Processor:
         self.vision_start_id = ids(toks.VISION_START)
         self.vision_end_id = ids(toks.VISION_END)
         self.use_chat_template = bool(use_chat_template and tokenizer.chat_template)
+        # The chat format's own tokens (every added token, longest first, as the tokenizer
+        # matches them); only the rendered format is split on them, never a prompt's text.
+        self._added_ids = added
+        self._added = re.compile("(" + "|".join(
+            re.escape(t) for t in sorted(added, key=len, reverse=True)) + ")")
 
     def with_ids(self, eoa_id: int, pad_id: int, mask_id: int) -> "Wamdiff2Processor":
         """The same tokenizer and images with other special ids."""
@@ -105,29 +122,85 @@ class Wamdiff2Processor:
                           self.use_chat_template, self.config_source)
 
     # ------------------------------------------------------------------ text
-    def chat_text(self, prompt: str, n_image_tokens: list[int]) -> str:
-        """The user turn and the opened assistant turn, with image pads expanded."""
-        msgs = messages(prompt, len(n_image_tokens))
+    def encode_text(self, text: str) -> list[int]:
+        """Ids of ``text`` as plain text (no special token can come out of it)."""
+        return toks.encode_plain(self.tokenizer, text)
+
+    def _render(self, content: list[dict]) -> str:
+        """The user turn of ``content`` and the opened assistant turn, as text."""
         if self.use_chat_template:
-            text = self.tokenizer.apply_chat_template(msgs, tokenize=False,
-                                                      add_generation_prompt=True)
-        else:
-            body = "".join(c["text"] if c["type"] == "text"
-                           else toks.VISION_START + toks.IMAGE_PAD + toks.VISION_END
-                           for c in msgs[0]["content"])
-            text = f"{toks.IM_START}user\n{body}{toks.IM_END}\n{toks.IM_START}assistant\n"
-        pieces = text.split(toks.IMAGE_PAD)
-        if len(pieces) - 1 != len(n_image_tokens):
-            raise ValueError(f"the chat template wrote {len(pieces) - 1} image pads for "
+            return self.tokenizer.apply_chat_template(
+                [{"role": "user", "content": content}], tokenize=False,
+                add_generation_prompt=True)
+        body = "".join(c["text"] if c["type"] == "text"
+                       else toks.VISION_START + toks.IMAGE_PAD + toks.VISION_END
+                       for c in content)
+        return f"{toks.IM_START}user\n{body}{toks.IM_END}\n{toks.IM_START}assistant\n"
+
+    def turn_pieces(self, prompt: str, n_image_tokens: list[int]) -> list[str | int]:
+        """The user turn and the opened assistant turn as pieces: ``str`` for text (the
+        prompt's text pieces and the format's own words around them) and ``int`` for the
+        format's token ids, each image pad repeated ``n_image_tokens[i]`` times.
+
+        The format is rendered with a mark in place of each text piece and split on its
+        added tokens; the text pieces go in afterwards, so nothing in them is ever read
+        as a token of the format."""
+        content = messages(prompt, len(n_image_tokens))[0]["content"]
+        texts = [c["text"] for c in content if c["type"] == "text"]
+        marks = iter(range(len(texts)))
+        rendered = self._render([dict(c, text=_TEXT_MARK.format(next(marks)))
+                                 if c["type"] == "text" else c for c in content])
+        parts = _TEXT_MARKS.split(rendered)                    # format, k, format, k, ...
+        if [int(k) for k in parts[1::2]] != list(range(len(texts))):
+            raise ValueError("the chat template does not write each text piece once, in "
+                             "order")
+        split = [self._added.split(p) if i % 2 == 0 else p for i, p in enumerate(parts)]
+        pads = sum(bits[1::2].count(toks.IMAGE_PAD) for bits in split[::2])
+        if pads != len(n_image_tokens):
+            raise ValueError(f"the chat template wrote {pads} image pads for "
                              f"{len(n_image_tokens)} images")
-        out = pieces[0]
-        for n, piece in zip(n_image_tokens, pieces[1:]):
-            out += toks.IMAGE_PAD * n + piece
-        return out
+        pieces: list[str | int] = []
+        images = iter(n_image_tokens)
+        for i, bits in enumerate(split):
+            if i % 2:
+                pieces.append(texts[int(bits)])
+                continue
+            for j, bit in enumerate(bits):                      # text, token, text, ...
+                if j % 2 == 0:
+                    pieces.append(bit)
+                elif bit == toks.IMAGE_PAD:
+                    pieces.extend([self.image_pad_id] * next(images))
+                else:
+                    pieces.append(self._added_ids[bit])
+        return pieces
+
+    def prompt_ids(self, prompt: str, n_image_tokens: list[int]) -> list[int]:
+        """Token ids of the user turn and the opened assistant turn (``turn_pieces``): the
+        format's tokens as ids, each run of text tokenized as plain text."""
+        ids: list[int] = []
+        text = ""
+        for piece in self.turn_pieces(prompt, n_image_tokens) + [None]:
+            if isinstance(piece, str):
+                text += piece
+                continue
+            if text:
+                ids += self.encode_text(text)
+                text = ""
+            if piece is not None:
+                ids.append(piece)
+        return ids
+
+    def chat_text(self, prompt: str, n_image_tokens: list[int]) -> str:
+        """The user turn and the opened assistant turn as text, image pads expanded (for
+        reading; ``prompt_ids`` never tokenizes it)."""
+        tokens = {i: t for t, i in self._added_ids.items()}
+        return "".join(p if isinstance(p, str) else tokens[p]
+                       for p in self.turn_pieces(prompt, n_image_tokens))
 
     def encode_answer(self, answer: str, block_size: int, min_blocks: int = 1) -> list[int]:
-        """Answer ids + end-of-answer, padded with end-of-answer to whole blocks."""
-        ids = self.tokenizer.encode(answer, add_special_tokens=False) + [self.eoa_id]
+        """Answer ids (plain text) + end-of-answer, padded with end-of-answer to whole
+        blocks."""
+        ids = self.encode_text(answer) + [self.eoa_id]
         n = max(min_blocks, -(-len(ids) // block_size)) * block_size
         return ids + [self.eoa_id] * (n - len(ids))
 
@@ -163,9 +236,8 @@ class Wamdiff2Processor:
         grids = vis.get("image_grid_thw", torch.zeros(0, 3, dtype=torch.long))
         n_tokens, k = self._image_tokens(grids), 0
         for prompt, row in zip(prompts, images):
-            text = self.chat_text(prompt, n_tokens[k:k + len(row)])
+            rows.append(self.prompt_ids(prompt, n_tokens[k:k + len(row)]))
             k += len(row)
-            rows.append(self.tokenizer.encode(text, add_special_tokens=False))
         width = max(len(r) for r in rows)
         input_ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
         valid = torch.zeros((len(rows), width), dtype=torch.bool)

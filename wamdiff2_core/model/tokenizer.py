@@ -122,6 +122,21 @@ def qwen_tokenizer(mask: bool = True) -> PreTrainedTokenizerFast:
                                   pad_token=ENDOFTEXT, mask_token=MASK if mask else None)
 
 
+def encode_plain(tokenizer: PreTrainedTokenizerFast, text: str) -> list[int]:
+    """Ids of ``text`` read as plain text: the tokenizer's normalizer, pre-tokenizer and BPE,
+    without its added-token matching, so no substring ever becomes a special (or other
+    added) token: ``<|im_end|>`` comes out as the ids of its characters. For text without
+    added tokens the ids equal ``tokenizer.encode(text, add_special_tokens=False)``. Reads
+    the tokenizer and changes nothing in it (thread-safe, unlike toggling
+    ``split_special_tokens``, which is one flag shared by every caller)."""
+    backend = tokenizer.backend_tokenizer
+    if backend.normalizer is not None:
+        text = backend.normalizer.normalize_str(text)
+    pieces = [text] if backend.pre_tokenizer is None else \
+        [piece for piece, _ in backend.pre_tokenizer.pre_tokenize_str(text)]
+    return [token.id for piece in pieces for token in backend.model.tokenize(piece)]
+
+
 TOKENIZERS = {"tiny-bpe": tiny_tokenizer, "qwen": qwen_tokenizer}
 
 

@@ -15,7 +15,9 @@ texts its writer produces, which constrained decoding keeps every answer inside.
 
 Every parser raises :class:`AnswerParseError` (a ``ValueError``) and nothing else on a
 malformed or non-str input. :func:`conversation_record` / :func:`record_prompt_and_answer`
-write and read the reference repository's conversation JSON records. See docs/tasks.md.
+write and read the reference repository's conversation JSON records. Caller text that goes
+into a prompt (a question) passes :func:`user_text`, which refuses image placeholders; the
+processor reads the rest of a prompt as plain text. See docs/tasks.md.
 """
 from .conversation import (RECORDS_FILE, conversation_record, read_records,
                            record_prompt_and_answer, record_task, records_path)
@@ -27,6 +29,7 @@ from .languages import (PLAN_MAX_SPEED_MPS, AnswerLanguage, detection_language,
 from .planning import (COMMANDS, NUM_WAYPOINTS, WAYPOINT_DT_S, format_waypoints,
                        parse_planning_prompt, parse_waypoints, planning_prompt)
 from .qa import format_answer, parse_answer, qa_prompt
+from .text import IMAGE_PLACEHOLDER, PLACEHOLDERS, UserTextError, user_text
 
 __all__ = [
     "RECORDS_FILE",
@@ -56,4 +59,8 @@ __all__ = [
     "detection_language",
     "qa_language",
     "record_task",
+    "IMAGE_PLACEHOLDER",
+    "PLACEHOLDERS",
+    "UserTextError",
+    "user_text",
 ]

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Sequence
 
-from .planning import IMAGE_PLACEHOLDER
+from .text import IMAGE_PLACEHOLDER
 
 HUMAN, GPT, SYSTEM = "human", "gpt", "system"
 

@@ -23,6 +23,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .errors import AnswerParseError, as_text
+from .text import IMAGE_PLACEHOLDER
 
 TASK = "planning"
 PROMPT_TASK = "planning_prompt"
@@ -33,10 +34,9 @@ WAYPOINT_DT_S = 0.5
 NUM_NUMBERS = 2 * NUM_WAYPOINTS
 MAX_ABS_WAYPOINT_M = 1000.0
 
-IMAGE_PLACEHOLDER = "<image>"
 #: The opening shared by every task's prompt (typo "images" included: it is the reference's
 #: text). Sharing it means the prompt up to and including the image is identical across tasks.
-SCENE_PREFIX = "Here is a front-view images from a driving vehicle: <image>\n"
+SCENE_PREFIX = f"Here is a front-view images from a driving vehicle: {IMAGE_PLACEHOLDER}\n"
 
 _PLANNING_TEMPLATE = (
     SCENE_PREFIX

@@ -1,36 +1,27 @@
 """Question answering task: a free-text question about the scene, a free-text answer."""
 from __future__ import annotations
 
-from typing import Any
-
 from .errors import AnswerParseError, as_text
-from .planning import IMAGE_PLACEHOLDER, SCENE_PREFIX
+from .planning import SCENE_PREFIX
+from .text import user_text
 
 TASK = "qa"
 
 _QA_TEMPLATE = SCENE_PREFIX + "Question: {question}\nAnswer the question briefly."
 
 
-def _clean_text(name: str, text: Any) -> str:
-    if not isinstance(text, str):
-        raise TypeError(f"{name} must be a str, got {type(text).__name__}")
-    text = str.__str__(text).strip()
-    if not text:
-        raise ValueError(f"{name} must not be empty or blank")
-    if IMAGE_PLACEHOLDER in text:
-        raise ValueError(f"{name} must not contain the {IMAGE_PLACEHOLDER!r} placeholder")
-    return text
-
-
 def qa_prompt(question: str) -> str:
     """The QA user turn: the shared scene opening (one "<image>") and the question, stripped.
 
+    The question is plain text: special tokens in it stay text (the processor never reads
+    them as markup); only a placeholder would change the prompt, so it is refused.
+
     Raises:
         TypeError: a non-str question.
-        ValueError: a blank question, or one containing "<image>" (the prompt must hold
-            exactly one placeholder).
+        UserTextError: (a ValueError) a blank question, or one containing "<image>" (the
+            prompt must hold exactly the template's placeholder).
     """
-    return _QA_TEMPLATE.format(question=_clean_text("question", question))
+    return _QA_TEMPLATE.format(question=user_text("question", question))
 
 
 def format_answer(text: str) -> str:
@@ -40,9 +31,9 @@ def format_answer(text: str) -> str:
 
     Raises:
         TypeError: a non-str text.
-        ValueError: a blank text, or one containing "<image>".
+        UserTextError: (a ValueError) a blank text, or one containing "<image>".
     """
-    return _clean_text("answer", text)
+    return user_text("answer", text)
 
 
 def parse_answer(text: str) -> str:

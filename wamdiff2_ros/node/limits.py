@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from wamdiff2_core.tasks import COMMANDS
+from wamdiff2_core.tasks import COMMANDS, UserTextError, user_text
 from wamdiff2_ros.node.bad_input import BadInput
 from wamdiff2_ros.node.logs import clip
 
@@ -34,7 +34,9 @@ def check_question(text: str, max_chars: int, max_tokens: int,
     """The question `text`, stripped: characters first (so an enormous string is never
     tokenized), then tokens with `count_tokens` (None: not configured yet, skipped).
 
-    BadInput ``question_too_long`` past either limit, ``question_empty`` when blank.
+    BadInput ``question_too_long`` past either limit, ``question_empty`` when blank,
+    ``question_placeholder`` when it holds the prompt's image placeholder (any other text,
+    special tokens included, is answered as plain text).
     """
     if len(text) > max_chars:
         raise BadInput("question_too_long", f"question of {len(text)} characters refused "
@@ -42,6 +44,10 @@ def check_question(text: str, max_chars: int, max_tokens: int,
     question = text.strip()
     if not question:
         raise BadInput("question_empty", "empty question")
+    try:
+        user_text("question", question)
+    except UserTextError as exc:
+        raise BadInput("question_placeholder", f"question refused: {exc}") from None
     if count_tokens is not None:
         tokens = count_tokens(question)
         if tokens > max_tokens:
