@@ -134,7 +134,7 @@ def weight_files(path: Path) -> list[str]:
         if missing:
             raise CheckpointError(f"{path} is missing {len(missing)} of its {len(shards)} "
                                   f"weight shards named in {INDEX_FILE}: "
-                                  f"{_names(missing)}")
+                                  f"{name_list(missing)}")
         return shards
     if (path / SINGLE_FILE).is_file():
         return [SINGLE_FILE]
@@ -196,10 +196,10 @@ def check_tensors(files: CheckpointFiles, expected: dict[str, tuple[int, ...]],
     problems = []
     if missing:
         problems.append(f"{len(missing)} of the {len(expected)} tensors its config needs are "
-                        f"missing ({_names(missing)})")
+                        f"missing ({name_list(missing)})")
     if unexpected:
         problems.append(f"{len(unexpected)} tensors are not part of the model "
-                        f"({_names(unexpected)})")
+                        f"({name_list(unexpected)})")
     if wrong:
         k = wrong[0]
         problems.append(f"{len(wrong)} tensors have another shape than the config says "
@@ -210,6 +210,7 @@ def check_tensors(files: CheckpointFiles, expected: dict[str, tuple[int, ...]],
                               + "; ".join(problems))
 
 
-def _names(items: list[str]) -> str:
+def name_list(items: list[str]) -> str:
+    """The first few of ``items``, comma-separated, with how many more there are."""
     shown = ", ".join(items[:SHOWN])
     return shown + (f" and {len(items) - SHOWN} more" if len(items) > SHOWN else "")

@@ -6,7 +6,8 @@ fields. It exposes the few forwards the decoders and trainers need, each taking 
 Checkpoints are Hugging Face directories: config.json (+ ``wamdiff2`` fields), safetensors
 weights (one file or shards), tokenizer and processor files; ours, a plain Qwen3-VL one or the
 reference repository's ``model_type: wam_diff2`` one. Loading checks the directory before a
-weight is allocated (``checkpoint.inspect_checkpoint``, ``checkpoint.check_tensors``), takes
+weight is allocated (``checkpoint.inspect_checkpoint``, ``checkpoint.check_tensors``) and
+every loaded floating tensor for NaN and infinity (``check_finite``, before any warm-up), takes
 each diffusion field from the first source that gives it (``fields.resolve_fields``) and the
 image preprocessing from the checkpoint's files (``preprocess.read_processor_config``);
 ``describe()`` says where each came from. Pickle weights are refused.
@@ -16,15 +17,15 @@ from __future__ import annotations
 import dataclasses
 import logging
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import torch
 from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
 from transformers.cache_utils import DynamicCache
 
 from wamdiff2_core.model import tokenizer as toks
-from wamdiff2_core.model.checkpoint import (CheckpointError, CheckpointFiles, check_tensors,
-                                            inspect_checkpoint)
+from wamdiff2_core.model.checkpoint import (CheckpointError, CheckpointFiles,
+                                            check_tensors, inspect_checkpoint, name_list)
 from wamdiff2_core.model.config import (DiffusionFields, build_config, paradigm_block_size,
                                         set_fields)
 from wamdiff2_core.model.fields import (FIELD_NAMES, ResolvedFields, check_overrides,
@@ -121,6 +122,7 @@ class Wamdiff2Model(torch.nn.Module):
         if bad or info.get("error_msgs"):
             raise CheckpointError(f"cannot load checkpoint {path}: transformers reported "
                                   f"{bad or info['error_msgs']}")
+        check_finite(hf.state_dict().items(), path)
         model = cls(hf.to(device).eval(), processor, resolved.fields, resolved.sources,
                     str(path))
         log.info(model.describe())
@@ -204,6 +206,21 @@ class Wamdiff2Model(torch.nn.Module):
                       cache=cache, pixel_values=pixel_values, image_grid_thw=image_grid_thw,
                       mm_token_type_ids=mm_token_type_ids, use_cache=use_cache)
         return out.logits
+
+
+def check_finite(tensors: Iterable[tuple[str, torch.Tensor]], where: str | Path) -> None:
+    """CheckpointError naming the floating tensors that hold a NaN or an infinity (poisoned
+    weights would otherwise plan silently). One pass: a tensor whose sum is finite holds
+    only finite values (a NaN or infinity makes any sum non-finite); only the rare tensor
+    whose sum is not (an overflow) is looked at element by element."""
+    bad = []
+    for name, tensor in tensors:
+        if tensor.is_floating_point() and not torch.isfinite(tensor.sum()) \
+                and not torch.isfinite(tensor).all():
+            bad.append(name)
+    if bad:
+        raise CheckpointError(f"checkpoint {where} holds non-finite weights (NaN or infinity) "
+                              f"in {len(bad)} tensor(s): {name_list(bad)}")
 
 
 def new_cache(model: Wamdiff2Model) -> DynamicCache:
