@@ -1,8 +1,8 @@
 """``predict(record, image) -> raw text`` functions for :func:`evaluate_open_loop`.
 
-- :func:`planner_predictor`: a :class:`wamdiff2_core.planner.Planner` answering each record's
-  task (its parsed result is discarded: evaluation parses the raw text itself, so a
-  malformed answer is counted, not raised);
+- :func:`planner_predictor`: a :class:`wamdiff2_core.planner.Planner` answering each record
+  as ``requests.ask`` puts it (the raw text: evaluation parses it itself, so a malformed
+  answer is counted, not raised);
 - :func:`ground_truth_predictor`: the record's own answer (an oracle: L2 0, AP 1, accuracy
   1), to check a data set and the evaluation pipeline without a model.
 
@@ -13,16 +13,15 @@ too.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from wamdiff2_core.decoding.config import DecodeStats
-from wamdiff2_core.tasks import (AnswerParseError, parse_planning_prompt, record_prompt_and_answer,
-                                 record_task)
-from wamdiff2_core.types import Observation
+from wamdiff2_core.tasks import AnswerParseError, record_prompt_and_answer
 
 from .open_loop import Predict
+from .requests import ask
 
 GROUND_TRUTH = "ground-truth"     # the --checkpoint value that selects the oracle
 
@@ -64,50 +63,16 @@ def _ms(tic: float) -> float:
     return (time.perf_counter() - tic) * 1e3
 
 
-def _plan(planner: Any, record: Mapping, images: list) -> str:
-    prompt = record_prompt_and_answer(record)[0]
-    state = parse_planning_prompt(prompt)       # the exact prompt the record was made with
-    observation = Observation(images=images, command=state["command"],
-                              velocity=state["velocity"], acceleration=state["acceleration"],
-                              position=state["position"])
-    return timed_answer(lambda: planner.plan(observation)).text
-
-
-def _detect(planner: Any, record: Mapping, images: list) -> str:
-    return timed_answer(lambda: planner.detect(images)).text
-
-
-def _answer(planner: Any, record: Mapping, images: list) -> str:
-    question = record["meta"]["question"]
-    return timed_answer(lambda: planner.answer(images, question)).text
-
-
-#: task name -> the planner's raw answer text for a record of that task. Only the model's
-#: answer may fail to parse quietly; a malformed record (prompt, meta) raises.
-PLANNER_CALLS: dict[str, Callable[[Any, Mapping, list], str]] = {
-    "planning": _plan,
-    "detection": _detect,
-    "qa": _answer,
-}
-
-
-def _as_written(planner: Any, record: Mapping, images: list) -> str:
-    """The reference repository's inference: the record's own human turn, as written, with
-    the planner's decoding settings for the record's task (planning or not)."""
-    prompt = record_prompt_and_answer(record)[0]
-    decode = planner.planning_decode if record_task(record) == "planning" else None
-    texts, _ = planner.generate([prompt], [images], decode)
-    return texts[0]
-
-
 def planner_predictor(planner: Any) -> Predict:
-    """Raw answer text of ``planner`` for each record, malformed answers included. Records
-    of this project's data sets (with a ``task``) go through the planner's task calls; the
-    reference repository's records (no ``task``, no ``meta``) are answered from their own
-    human turn, as the reference's inference does."""
+    """Raw answer text of ``planner`` for each record, malformed answers included, asked as
+    ``requests.ask`` says (records of this project's data sets as the planner's task calls
+    ask them; the reference repository's records, which name no task, by their own human
+    turn, as the reference's inference does): the requests ``wamdiff2 predict`` decodes in
+    batches, here one at a time."""
     def predict(record: dict, image: Any) -> str:
+        request = ask(planner, record)
         images = [image] if image is not None else []
-        if "task" not in record:
-            return _as_written(planner, record, images)
-        return PLANNER_CALLS[record["task"]](planner, record, images)
+        texts, _ = planner.generate([request.prompt], [images], request.decode,
+                                    request.language)
+        return texts[0]
     return predict

@@ -1,0 +1,144 @@
+"""`wamdiff2 predict`: a checkpoint's answers on a data set, in the reference's predictions
+format; batched, on many processes under torchrun, resumable (docs/evaluation.md).
+
+    torchrun --nproc-per-node 8 -m wamdiff2_core.cli predict --checkpoint CKPT \\
+        --input eval.json --output predictions.json --batch-size 32 --device cuda
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from wamdiff2_core.apps.common import (CliError, add_decode_options, add_model_arguments,
+                                       apply_threads, planner_from_args)
+from wamdiff2_core.tasks import RECORDS_FILE
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "predict", help="answers on a data set, in the reference's predictions format",
+        description="Decode every record of a data set (the reference repository's "
+                    "conversation JSON or JSONL, or a data set directory) in batches grouped "
+                    "by prompt length and write one predictions JSON in the reference's "
+                    "format. Under torchrun each process decodes its share; rank 0 merges.")
+    p.add_argument("--input", required=True, metavar="PATH",
+                   help=f"records file (.json list or .jsonl) or data set directory (reads "
+                        f"{RECORDS_FILE}); image paths are relative to its folder")
+    p.add_argument("--output", required=True, metavar="FILE",
+                   help="predictions file to write (.json: a JSON list, .jsonl: one object "
+                        "per line); its parts go to FILE.parts/ until the run ends")
+    add_model_arguments(p)
+    add_decode_options(p, ("max_new_tokens",))
+    add_predict_options(p)
+    p.add_argument("--threads", type=int, default=None,
+                   help="CPU threads for torch per process (default: torch's)")
+    p.add_argument("--json", action="store_true",
+                   help="end with the summary as one JSON object instead of a line")
+    p.set_defaults(func=run_predict_command)
+
+
+def add_predict_options(parser: argparse.ArgumentParser) -> None:
+    """--batch-size, --resume, --no-progress: how a predictions run goes (shared by `predict`
+    and `eval open-loop`)."""
+    parser.add_argument("--batch-size", type=int, default=1, metavar="N",
+                        help="records decoded together, grouped by prompt length (default 1)")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the predictions an interrupted run (or an earlier output) "
+                             "already has and decode the rest")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def predict_settings(args: argparse.Namespace):
+    """The ``PredictSettings`` of the options ``add_predict_options`` added."""
+    from wamdiff2_core.evaluation.predict_run import PredictSettings
+
+    try:
+        return PredictSettings(batch_size=args.batch_size, resume=args.resume,
+                               progress=not args.no_progress)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+
+
+def check_output(path: str | os.PathLike) -> Path:
+    """``path`` if a file can be written there: its folder exists and is writable and it is
+    not itself a folder; one CliError otherwise (checked before anything is read or run)."""
+    path = Path(path)
+    if path.is_dir():
+        raise CliError(f"--output {path} is a directory; name a file")
+    folder = path.parent
+    if not folder.is_dir():
+        raise CliError(f"--output {path}: its folder {folder} does not exist")
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise CliError(f"--output {path}: cannot write in {folder} "
+                       f"({exc.strerror or exc})") from None
+    return path
+
+
+def read_input(data: str) -> tuple[list, Path]:
+    """The records of ``--input`` and the folder its image paths are relative to."""
+    from wamdiff2_core.tasks import read_records, records_path
+
+    try:
+        path = records_path(data)
+        return read_records(path), path.parent
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+
+
+def manifest(args: argparse.Namespace, planner, input_path: str) -> dict:
+    """What a run's parts belong to: the input's bytes and the decoding settings."""
+    from wamdiff2_core.evaluation.prediction_parts import file_digest
+    from wamdiff2_core.tasks import records_path
+
+    return {"input": file_digest(records_path(input_path)),
+            "checkpoint": str(args.checkpoint or args.preset or "bundled"),
+            "dtype": str(args.dtype), "decode": planner.decode.to_dict(),
+            "planning decode": planner.planning_decode.to_dict()}
+
+
+def predict_to(args: argparse.Namespace, settings, planner, ctx, records: list,
+               image_root: Path, output: Path, input_path: str):
+    """Run predict into ``output``; the summary on rank 0, None elsewhere; one CliError when
+    the run cannot start."""
+    from wamdiff2_core.evaluation.predict_run import run_predict
+
+    try:
+        return run_predict(planner, records, image_root, output, settings,
+                           manifest(args, planner, input_path), ctx)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+
+
+def run_predict_command(args: argparse.Namespace) -> int:
+    output = check_output(args.output)
+    settings = predict_settings(args)
+    try:
+        apply_threads(args.threads)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    records, image_root = read_input(args.input)
+    from wamdiff2_core.evaluation.predict_run import join_ranks
+    from wamdiff2_core.training.distributed import close_process_group
+
+    ctx, args.device = join_ranks(args.device)
+    try:
+        planner = planner_from_args(args)
+        summary = predict_to(args, settings, planner, ctx, records, image_root, output,
+                             args.input)
+    finally:
+        close_process_group()
+    if summary is None:
+        return 0
+    if summary.first_error:
+        print(f"wamdiff2 predict: {summary.failed} record(s) failed; the first: "
+              f"{summary.first_error}", file=sys.stderr)
+    print(json.dumps(summary.to_dict()) if args.json
+          else f"wamdiff2 predict: {summary.line()}; wrote {output}")
+    return 0

@@ -1,0 +1,85 @@
+"""How a record is put to a planner, and what its answer says.
+
+``ask(planner, record)`` is the one statement of what a planner is asked for a record of each
+task: the prompt, the decoding settings and the answer's language, exactly as
+``Planner.plan`` / ``detect`` / ``answer`` ask them (a planning record's prompt is rewritten
+by the planner from the state the record's prompt states; a record of the reference
+repository, which names no task, is asked its own human turn as written, as the reference's
+inference does, unconstrained, with the planning or detection settings where its answer is
+a plan or a box list). One record at a time (``predictors.planner_predictor``) and batched
+(``batch_decode``) therefore decode the same requests. ``parsed(task, text, size)`` reads an
+answer back for the predictions file.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from wamdiff2_core import tasks
+from wamdiff2_core.decoding.config import DecodeConfig
+from wamdiff2_core.types import Observation
+
+@dataclass(frozen=True)
+class Ask:
+    """What a planner is asked for one record (images apart)."""
+
+    task: str | None                      # the record's task; None: unknown (no answer turn)
+    prompt: str                           # the human turn the model reads
+    decode: DecodeConfig
+    language: tasks.AnswerLanguage | None
+
+    @property
+    def group(self) -> tuple:
+        """Requests of one group can share a batch: same decoding settings and language."""
+        return self.decode, self.language
+
+
+def ask(planner: Any, record: Mapping) -> Ask:
+    """The request for ``record`` (a conversation record). ValueError, one sentence, for a
+    record that cannot be asked (malformed, a planning prompt that is not the template, a
+    QA record without its question)."""
+    prompt = tasks.record_prompt_and_answer(record)[0]
+    task = record.get("task")
+    if task == "planning":
+        state = tasks.parse_planning_prompt(prompt)     # the exact state the record states
+        observation = Observation(images=[], command=state["command"],
+                                  velocity=state["velocity"],
+                                  acceleration=state["acceleration"],
+                                  position=state["position"])
+        return Ask(task, planner.planning_prompt(observation), planner.planning_decode,
+                   planner.plan_language)
+    if task == "detection":
+        return Ask(task, tasks.detection_prompt(), planner.detection_decode,
+                   tasks.detection_language())
+    if task == "qa":
+        question = (record.get("meta") or {}).get("question")
+        if not isinstance(question, str):
+            raise ValueError("a qa record needs its question in meta.question")
+        language = tasks.qa_language() if planner.decode.constrained else None
+        return Ask(task, tasks.qa_prompt(question), planner.decode, language)
+    task = task if isinstance(task, str) else tasks.record_task(record)
+    decode = {"planning": planner.planning_decode,
+              "detection": planner.detection_decode}.get(task, planner.decode)
+    return Ask(task, prompt, decode, None)
+
+
+def parsed(task: str | None, text: str, image_size: tuple[int, int] | None) -> dict:
+    """What the answer ``text`` of a ``task`` record says, for the predictions file:
+    ``{"parsed": {...}}`` (waypoints, boxes in pixels of the first image, or the answer), or
+    ``{"parse_error": reason}``; ``{}`` for a task without a parser."""
+    try:
+        if task == "planning":
+            return {"parsed": {"waypoints": tasks.parse_waypoints(text).tolist()}}
+        if task == "detection" and image_size is not None:
+            boxes, dropped = tasks.parse_model_detections(text, *image_size)
+            return {"parsed": {"boxes": [{"bbox": list(d.box), "label": d.label}
+                                         for d in boxes], "dropped": dropped}}
+        if task == "qa":
+            return {"parsed": {"answer": tasks.parse_answer(text)}}
+    except tasks.AnswerParseError as exc:
+        return {"parse_error": exc.reason}
+    return {}
+
+
+__all__ = ["Ask", "ask", "parsed"]
