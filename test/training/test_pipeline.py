@@ -100,7 +100,7 @@ def test_bundle_plan_trains_the_bundle_and_its_ar_teacher_from_one_checkpoint(tm
 
 
 def test_lateral_plan_chains_the_bundle_and_its_teacher_without_lateral_status(tmp_path):
-    """pipeline_bundle_lateral.yaml (docs/runs/lateral_issue19): each chain starts from the
+    """pipeline_bundle_lateral.yaml: each chain starts from the
     given bundle or its ar_teacher/, its "bends" stages plan only and never see the lateral
     ego status, its last stage trains every task with half the planning prompts without it,
     and every stage passes the recipe checks."""
@@ -153,7 +153,7 @@ def test_recovery_plan_trains_the_bundle_and_its_teacher_from_the_given_pair(tmp
             assert recipe.data.path == "data/pert_only"
 
 def test_lane_plan_distils_the_lane_teacher_into_block_32_twice(tmp_path):
-    """pipeline_bundle_lane.yaml (docs/runs/lane_distill_issue19): the lane teacher from the
+    """pipeline_bundle_lane.yaml: the lane teacher from the
     given bundle's ar_teacher/, then two block-32 students distilled from it (JSD, its AR
     view), one from its own weights and one from the bundle's; planning only, the lateral
     status never shown, every stage on {data} and through the recipe checks."""
