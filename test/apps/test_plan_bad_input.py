@@ -1,6 +1,6 @@
-"""`wamdiff2 plan` on bad input (issue 17, item 7): non-finite ego motion, a CUDA device on a
-CPU-only torch, a decompression-bomb image, a truncated image. One sentence, exit 2, before
-the model loads; then the good input plans."""
+"""`wamdiff2 plan` on bad input (issue 17, item 7; issue 45): non-finite or implausible ego
+motion, a CUDA device on a CPU-only torch, a decompression-bomb image, a truncated image.
+One sentence, exit 2, before the model loads; then the good input plans."""
 from __future__ import annotations
 
 import json
@@ -39,6 +39,23 @@ def test_non_finite_motion(camera, motion, phrase):
     assert_one_sentence(got.rc, got.stderr, phrase)
     assert got.seconds < 10, got.seconds
     assert_plans(camera)
+
+
+@pytest.mark.parametrize("motion,phrase", [
+    (["--velocity", "1e300", "0"], "--velocity: a speed of 1e+300 m/s exceeds the plausible "
+                                   "70 m/s"),
+    (["--velocity", "50", "-50"], "a speed of 70.7 m/s exceeds"),
+    (["--acceleration", "0", "-25"], "--acceleration: an acceleration of 25 m/s^2 exceeds "
+                                     "the plausible 20 m/s^2"),
+])
+def test_implausible_motion_is_refused_as_the_node_refuses_it(camera, motion, phrase):
+    """Issue 45: the node's bounds (tasks.motion, the defaults of its max_speed_mps and
+    max_accel_mps2) on the command line; a speed just inside them plans."""
+    got = plan(camera, *motion)
+    assert_one_sentence(got.rc, got.stderr, phrase, "the planning node refuses")
+    assert got.seconds < 10, got.seconds
+    inside = plan(camera, "--velocity", "69.9", "0", "--acceleration", "-19.9", "0")
+    assert inside.rc in (0, 1) and "Traceback" not in inside.stderr, inside.stderr[-2000:]
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a CUDA GPU")

@@ -62,3 +62,21 @@ def test_answer_parse_error_pickles():
     assert type(back) is AnswerParseError
     assert (back.task, back.raw_text, back.reason) == ("detection", "[", "truncated")
     assert str(back) == str(err)
+
+
+def test_ego_motion_bounds_are_one_definition_for_cli_and_node():
+    """Issue 45: the node's odometry limits default to the core's bounds and word their
+    refusal with the core's check."""
+    import math
+
+    import pytest
+
+    from wamdiff2_core import tasks
+
+    assert tasks.check_speed((69.9, 0.0)) == pytest.approx(69.9)
+    for bad in ((70.1, 0.0), (50.0, -50.0), (math.inf, 0.0), (math.nan, 0.0)):
+        with pytest.raises(tasks.ImplausibleMotion, match="exceeds max_speed_mps 70 m/s"):
+            tasks.check_speed(bad)
+    with pytest.raises(tasks.ImplausibleMotion, match="25 m/s\\^2 exceeds max_accel_mps2 20"):
+        tasks.check_accel((0.0, -25.0))
+    assert tasks.check_accel((1e6, 0.0), max_accel_mps2=math.inf) == 1e6

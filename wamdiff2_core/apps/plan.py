@@ -19,13 +19,21 @@ def load_image(path: str):
 
 
 def check_motion(args) -> None:
-    """CliError unless the command and ego motion make a planning prompt (finite numbers),
-    checked before the model loads."""
+    """CliError unless the command and ego motion make a planning prompt (finite numbers)
+    within the node's plausibility bounds (``tasks.motion``), checked before the model
+    loads."""
     try:
         tasks.planning_prompt(args.command, velocity=tuple(args.velocity),
                               acceleration=tuple(args.acceleration))
     except ValueError as exc:
         raise CliError(f"--velocity / --acceleration: {exc}") from None
+    try:
+        tasks.check_speed(args.velocity, what="--velocity: a speed of",
+                          limit="the plausible")
+        tasks.check_accel(args.acceleration, what="--acceleration: an acceleration of",
+                          limit="the plausible")
+    except tasks.ImplausibleMotion as exc:
+        raise CliError(f"{exc} (the planning node refuses such odometry too)") from None
 
 
 def run_plan(args) -> int:

@@ -28,6 +28,7 @@ from .languages import (PLAN_MAX_SPEED_MPS, AnswerLanguage, detection_language,
                         planning_language, qa_language)
 from .planning import (COMMANDS, NUM_WAYPOINTS, WAYPOINT_DT_S, format_waypoints,
                        parse_planning_prompt, parse_waypoints, planning_prompt)
+from .motion import MAX_ACCEL_MPS2, MAX_SPEED_MPS, ImplausibleMotion, check_accel, check_speed
 from .qa import format_answer, parse_answer, qa_prompt
 from .text import IMAGE_PLACEHOLDER, PLACEHOLDERS, UserTextError, user_text
 
@@ -63,4 +64,9 @@ __all__ = [
     "PLACEHOLDERS",
     "UserTextError",
     "user_text",
+    "MAX_SPEED_MPS",
+    "MAX_ACCEL_MPS2",
+    "ImplausibleMotion",
+    "check_speed",
+    "check_accel",
 ]

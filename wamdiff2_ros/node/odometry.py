@@ -18,6 +18,7 @@ import threading
 from collections import deque
 from dataclasses import dataclass
 
+from wamdiff2_core.tasks.motion import ImplausibleMotion, check_accel, check_speed
 from wamdiff2_ros.node.bad_input import BadInput
 
 #: An odometry stamp this much older than the last one is a restart of time, not disorder.
@@ -64,10 +65,10 @@ def sample_from_msg(msg, max_speed_mps: float = math.inf) -> OdometrySample:
         raise BadInput("odometry_nonfinite", f"odometry has non-finite {', '.join(bad)}")
     if q.x == q.y == q.z == q.w == 0.0:
         raise BadInput("odometry_nonfinite", "odometry orientation is the zero quaternion")
-    speed = math.hypot(twist.linear.x, twist.linear.y)
-    if speed > max_speed_mps:
-        raise BadInput("odometry_implausible", f"odometry speed {speed:.3g} m/s exceeds "
-                                               f"max_speed_mps {max_speed_mps:g}")
+    try:
+        check_speed((twist.linear.x, twist.linear.y), max_speed_mps, "odometry speed")
+    except ImplausibleMotion as exc:
+        raise BadInput("odometry_implausible", str(exc)) from None
     stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
     return OdometrySample(stamp=stamp, frame_id=msg.header.frame_id,
                           position=(pose.position.x, pose.position.y),
@@ -123,10 +124,11 @@ class OdometryTracker:
                 vx, vy = last.velocity
                 accel = ((sample.velocity[0] - (c * vx - s * vy)) / dt,
                          (sample.velocity[1] - (s * vx + c * vy)) / dt)
-                if math.hypot(*accel) > max_accel_mps2:
-                    raise BadInput("odometry_implausible", f"odometry implies an acceleration "
-                                   f"of {math.hypot(*accel):.3g} m/s^2 (max_accel_mps2 "
-                                   f"{max_accel_mps2:g}) over {dt:.3f} s")
+                try:
+                    check_accel(accel, max_accel_mps2, f"odometry acceleration (over "
+                                                       f"{dt:.3f} s)")
+                except ImplausibleMotion as exc:
+                    raise BadInput("odometry_implausible", str(exc)) from None
             self._samples.append(sample)
             self._motion = EgoMotion(sample.velocity, accel, sample.stamp)
             return self._motion

@@ -17,7 +17,7 @@ from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import CameraInfo, CompressedImage, Image
 from std_msgs.msg import String
 
-from wamdiff2_core.tasks import COMMANDS
+from wamdiff2_core.tasks import COMMANDS, MAX_ACCEL_MPS2, MAX_SPEED_MPS
 from wamdiff2_ros.node.bad_input import BadInput
 from wamdiff2_ros.node.images import compressed_to_rgb, image_to_rgb
 from wamdiff2_ros.node.odometry import EgoMotion, OdometryTracker, sample_from_msg
@@ -193,7 +193,8 @@ def read_frames(bag: BagReader, topics: FrameTopics, default_command: str = "str
     Raises BagError up front (unless `check_stamps` is False: the caller checked with
     `BagReader.check_stamps`) if the camera's header stamps do not strictly increase. A
     frame whose image cannot be converted is yielded with `rgb` None and `bad_input` set;
-    odometry the node would reject (non-finite, out of order) is skipped the same way.
+    odometry the node would reject with its default limits (non-finite, out of order,
+    implausible speed or acceleration: ``tasks.motion``) is skipped.
     """
     if check_stamps:
         bag.check_stamps([topics.camera], strict=[topics.camera])
@@ -207,7 +208,8 @@ def read_frames(bag: BagReader, topics: FrameTopics, default_command: str = "str
     for topic, _, log_ns, raw in bag.messages(wanted):
         if topic == topics.odometry:
             try:
-                tracker.update(sample_from_msg(_deserialize(raw, Odometry, topic, bag)))
+                tracker.update(sample_from_msg(_deserialize(raw, Odometry, topic, bag),
+                                               MAX_SPEED_MPS), MAX_ACCEL_MPS2)
             except BadInput:
                 pass
         elif topic == topics.command and topic != topics.camera:
