@@ -1,0 +1,48 @@
+"""The scripts the docs point to exist and start: every `scripts/NAME` a Markdown file names is
+in scripts/, every Python script answers --help, and the one with no test of its own
+(open_loop_baselines.py) prints the figures it promises."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from markdown_doc import REPO
+
+SCRIPTS = REPO / "scripts"
+DOCS = [REPO / "README.md", REPO / "wamdiff2_core" / "assets" / "default_model" / "README.md",
+        *sorted((REPO / "docs").glob("*.md"))]
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_every_script_the_docs_name_exists():
+    named = {(doc.name, name) for doc in DOCS
+             for name in re.findall(r"scripts/([A-Za-z0-9_]+\.(?:py|sh))", doc.read_text())}
+    missing = sorted(f"{doc}: scripts/{name}" for doc, name in named
+                     if not (SCRIPTS / name).exists())
+    assert not missing, f"docs name scripts that are not there: {missing}"
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in SCRIPTS.glob("*.py")))
+def test_every_python_script_starts(script):
+    proc = _run(str(SCRIPTS / script), "--help")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "usage" in proc.stdout.lower()
+
+
+def test_open_loop_baselines_scores_the_expert_and_constant_velocity(data_dir):
+    proc = _run(str(SCRIPTS / "open_loop_baselines.py"), str(data_dir), "--json")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    sections = re.split(r"^== (.+)$", proc.stdout, flags=re.M)[1:]
+    reports = {name: json.loads(body) for name, body in zip(sections[::2], sections[1::2])}
+    (expert,) = [r for name, r in reports.items() if name.startswith("expert")]
+    (constant,) = [r for name, r in reports.items() if name.startswith("constant")]
+    assert expert["planning"]["l2_mean"] < 0.01          # the recorded answers, rounded
+    assert constant["planning"]["num_parsed"] == expert["planning"]["num_parsed"] > 0
