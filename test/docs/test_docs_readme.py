@@ -123,7 +123,10 @@ def test_the_command_parser_catches_what_it_should():
 
 
 # The documents a user reads, which say what is, not what happened (docs/history.md does).
-USER_DOCS = (README, MODEL_CARD, BENCHMARKS, REPO / "docs" / "ros.md")
+USER_DOCS = (README, MODEL_CARD, BENCHMARKS,
+             *(REPO / "docs" / name for name in ("ros.md", "bags.md", "evaluation.md",
+                                                 "INTERFACES.md", "model.md", "simulation.md",
+                                                 "tasks.md")))
 NOTEBOOK_MARKS = {
     "a commit hash": re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,12}\b"),
     "an issue number": re.compile(r"\bissues? \d+", re.I),
