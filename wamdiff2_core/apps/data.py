@@ -6,6 +6,7 @@ import json
 from dataclasses import asdict
 
 from wamdiff2_core.apps.common import CliError, camera_arg, scenarios_arg, subgroup
+from wamdiff2_core.apps.outputs import check_output
 
 
 def register(subparsers) -> None:
@@ -60,6 +61,7 @@ def register(subparsers) -> None:
 def run_merge(args) -> int:
     from wamdiff2_core.sim.generator import GeneratorError, merge
 
+    check_output(args.out, "--out", folder=True)
     try:
         counts = merge(args.out, args.sources)
     except GeneratorError as exc:
@@ -73,6 +75,7 @@ def run_generate(args) -> int:
     from wamdiff2_core.sim.episode import EpisodeConfig
     from wamdiff2_core.sim.generator import GeneratorConfig, GeneratorError, generate
 
+    check_output(args.out, "--out", folder=True)
     tasks = tuple(t.strip() for t in args.tasks.split(",") if t.strip())
     try:
         config = GeneratorConfig(

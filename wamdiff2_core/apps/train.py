@@ -1,10 +1,16 @@
-"""`wamdiff2 train` and `wamdiff2 pipeline` (thin: parse -> recipe -> run).
+"""`wamdiff2 train`, `pipeline`, `export` and `memory-plan` (thin: parse -> recipe -> run).
 
-Several processes: ``torchrun --nproc_per_node N -m wamdiff2_core.cli train --config ...``.
+Several processes: ``torchrun --nproc_per_node N -m wamdiff2_core.cli train --config ...``;
+several nodes: ``torchrun --nnodes N --nproc_per_node G --rdzv-backend c10d --rdzv-endpoint
+HOST:PORT --rdzv-id JOB -m wamdiff2_core.cli train ...`` on each (docs/training.md, "Scale";
+scripts/slurm_train.sh).
 """
 from __future__ import annotations
 
+import os
+
 from wamdiff2_core.apps.common import CliError, check_model_source
+from wamdiff2_core.apps.outputs import check_output
 
 
 def _train(args) -> int:
@@ -26,13 +32,70 @@ def _train(args) -> int:
     try:
         train(recipe, resume=args.resume)
     except (RecipeError, CheckpointError, TrainingError) as exc:
+        if int(os.environ.get("RANK", "0")) != 0:
+            raise SystemExit(2) from None      # the first process says it, once
         raise CliError(str(exc)) from None
     finally:
         close_process_group()
     return 0
 
 
+def _export(args) -> int:
+    from wamdiff2_core.model.modeling import CheckpointError
+    from wamdiff2_core.training.export import export_checkpoint
+
+    try:
+        out = export_checkpoint(args.checkpoint, args.out)
+    except CheckpointError as exc:
+        raise CliError(str(exc)) from None
+    print(f"wrote the planner-loadable model of {args.checkpoint} to {out}")
+    return 0
+
+
+def _memory_plan(args) -> int:
+    import json
+
+    from wamdiff2_core.training.config import RecipeError, find_recipe, load_recipe
+    from wamdiff2_core.training.validate import check_numbers
+
+    if args.gpus < 1 or not 0 < args.gpu_memory < 1e6:
+        raise CliError("--gpus must be >= 1 and --gpu-memory a size in GiB > 0")
+    try:
+        recipe = load_recipe(find_recipe(args.config), args.overrides)
+        check_numbers(recipe)
+    except RecipeError as exc:
+        raise CliError(str(exc)) from None
+    student_src = args.model or recipe.model.init
+    teacher_src = args.teacher or (recipe.distill.teacher if recipe.objective == "distill"
+                                   else "")
+    for source in (student_src, teacher_src):
+        if source:
+            check_model_source(source)
+    from dataclasses import replace
+
+    from wamdiff2_core.training.memory import (GIB, PlanSetup, auto_strategy, format_plan,
+                                               load_shape, plan, plan_dict, teacher_placement,
+                                               workload_for)
+
+    student = load_shape(student_src)
+    teacher = load_shape(teacher_src) if teacher_src else None
+    device = int(args.gpu_memory * GIB)
+    strategy = args.strategy or recipe.train.strategy
+    gpu = not args.cpu
+    if strategy == "auto":
+        strategy, _ = auto_strategy(recipe, student, teacher, args.gpus, gpu, device)
+    setup = PlanSetup(strategy, args.gpus, 0, gpu, recipe.train.precision,
+                      recipe.train.micro_batch, teacher_placement(recipe, strategy))
+    setup = replace(setup, teacher_placement=args.teacher_placement or setup.teacher_placement)
+    work = workload_for(recipe, student, setup, args.tokens, args.images, args.image_pixels)
+    result = plan(student, teacher, setup, work)
+    print(json.dumps(plan_dict(result, device), indent=1) if args.json
+          else format_plan(result, device))
+    return 0
+
+
 def _pipeline(args) -> int:
+    check_output(args.out, "--out", folder=True)
     from wamdiff2_core.model.modeling import CheckpointError
     from wamdiff2_core.training.config import RecipeError
     from wamdiff2_core.training.engine import TrainingError
@@ -77,3 +140,48 @@ def register(subparsers) -> None:
     q.add_argument("overrides", nargs="*", metavar="key=value",
                    help="recipe overrides applied to every stage")
     q.set_defaults(func=_pipeline)
+
+    e = subparsers.add_parser(
+        "export", help="write the planner-loadable model of a training checkpoint",
+        description="Consolidate a training checkpoint's shards (any number of processes "
+                    "wrote them) into a Hugging Face directory that Planner.from_pretrained "
+                    "and model.init load: safetensors weights, config, tokenizer and "
+                    "processor. One process, host memory only.")
+    e.add_argument("checkpoint", metavar="CKPT",
+                   help="a checkpoint directory (OUT/checkpoints/step-N) or a run's output.dir "
+                        "(its newest complete checkpoint)")
+    e.add_argument("out", metavar="OUT", help="a new (or empty) directory")
+    e.set_defaults(func=_export)
+
+    m = subparsers.add_parser(
+        "memory-plan", help="per-GPU memory of a training recipe before booking GPUs",
+        description="Print per-process bytes of parameters, gradients and AdamW state "
+                    "(exact), the teacher, transient buffers and activations per micro-batch "
+                    "with and without activation checkpointing (an estimate), and whether "
+                    "they fit a GPU. key=value arguments override recipe keys.")
+    m.add_argument("--config", required=True, metavar="FILE",
+                   help="recipe YAML (a path, or a shipped name such as distill_cross.yaml)")
+    m.add_argument("--model", metavar="SRC", default="",
+                   help="student shape: a preset (qwen3-vl-2b, qwen3-vl-8b, tiny, small) or a "
+                        "checkpoint directory (default: the recipe's model.init)")
+    m.add_argument("--teacher", metavar="SRC", default="",
+                   help="teacher shape (default: the recipe's distill.teacher for distill "
+                        "recipes)")
+    m.add_argument("--gpus", type=int, required=True, metavar="N",
+                   help="processes in all (nodes x GPUs per node)")
+    m.add_argument("--gpu-memory", type=float, default=80.0, metavar="GIB",
+                   help="memory of one GPU in GiB (default 80)")
+    m.add_argument("--strategy", choices=("auto", "none", "ddp", "fsdp"), default="",
+                   help="default: the recipe's train.strategy")
+    m.add_argument("--teacher-placement", choices=("sharded", "replicated"), default="",
+                   help="default: the recipe's distill.teacher_placement")
+    m.add_argument("--tokens", type=int, default=0, metavar="N",
+                   help="text tokens per sample (default: a 64-token prompt, the images' "
+                        "tokens and the recipe's answer layout)")
+    m.add_argument("--images", type=int, default=1, metavar="N", help="images per sample")
+    m.add_argument("--image-pixels", type=int, default=0, metavar="P",
+                   help="pixels per image after resizing (default: the model's budget)")
+    m.add_argument("--cpu", action="store_true", help="plan for CPU processes (fp32 FSDP)")
+    m.add_argument("--json", action="store_true", help="print the plan as JSON (bytes)")
+    m.add_argument("overrides", nargs="*", metavar="key=value")
+    m.set_defaults(func=_memory_plan)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from wamdiff2_core.apps.common import (CliError, add_decode_options, apply_threads, check_threads,
                                        decode_config, language_hint, subgroup)
+from wamdiff2_core.apps.outputs import check_output
 
 
 def _user_errors(func):
@@ -48,6 +49,13 @@ def _checked(build, *args, **kwargs):
         return build(*args, **kwargs)
     except ValueError as exc:
         raise ArgumentValueError(str(exc)) from None
+
+
+def _bag_output(out: str | Path, fmt: str | None = None, flag: str = "--out") -> None:
+    """`check_output` for an output bag: one storage file (.mcap / .db3) or a folder."""
+    from wamdiff2_ros.tools.bag_io import output_layout
+
+    check_output(out, flag, folder=not output_layout(out, fmt)[2])
 
 
 def register(subparsers) -> None:
@@ -88,6 +96,7 @@ def _record(args) -> int:
     from wamdiff2_core.sim.scenarios import parse_scenarios
     from wamdiff2_ros.tools.bag_record import RecordConfig, record_sim
 
+    _bag_output(args.out, args.format)
     width, height = _checked(parse_resolution, args.resolution)
     config = _checked(RecordConfig, episodes=args.episodes, seed=args.seed,
                       frames=args.frames, scenarios=_checked(parse_scenarios, args.scenarios),
@@ -199,9 +208,12 @@ def _eval(args) -> int:
                                  f"{args.tasks!r}")
     _checked(apply_threads, args.threads)
     _checked(check_device, args.device)
-    report = Path(args.report)
+    report = check_output(args.report, "--report", folder=False)
     frames = None if args.no_frames else Path(args.frames) if args.frames else \
         report.with_name(f"{report.stem}_frames")
+    _bag_output(args.out)
+    if frames is not None:
+        check_output(frames, "--frames", folder=True)
     cfg = EvalConfig(bag=Path(args.bag), out=Path(args.out), report=report, frames_dir=frames,
                      checkpoint=args.checkpoint, decode=decode_config(args),
                      device=args.device, tasks=tasks, camera_topic=args.camera_topic,
@@ -301,6 +313,7 @@ def _demo(args) -> int:
     if args.rate <= 0:
         raise ArgumentValueError(f"--rate must be positive, got {args.rate}")
     _checked(check_threads, args.threads)
+    check_output(args.out, "--out", folder=True)
     cfg = DemoConfig(out=Path(args.out), bag=Path(args.bag) if args.bag else SAMPLE_BAG,
                      checkpoint=args.checkpoint, overrides=overrides, rate=args.rate,
                      compressed=args.compressed, threads=args.threads,

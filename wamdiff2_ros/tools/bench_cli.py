@@ -8,6 +8,7 @@ import json
 from wamdiff2_core.apps.common import (CliError, add_decode_options, add_model_arguments,
                                        decode_config, field_overrides, language_hint,
                                        subgroup)
+from wamdiff2_core.apps.outputs import check_output
 from wamdiff2_core.sim.camera import parse_resolution
 from wamdiff2_core.types import bundled_checkpoint_path
 
@@ -89,6 +90,8 @@ def run_soak(args: argparse.Namespace) -> int:
 
     if not args.minutes > 0 or not 0 < args.rate <= 200:
         raise CliError("--minutes must be > 0 and --rate in (0, 200]")
+    if args.json:
+        check_output(args.json, "--json", folder=False)
     from wamdiff2_ros.tools.demo_graph import describe_dds_profile
 
     bench = _bench_config(args, 1, as_shipped=True)
@@ -118,6 +121,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.frames < 1:
         raise CliError("--frames must be at least 1")
+    if args.json:
+        check_output(args.json, "--json", folder=False)
     cfg = _bench_config(args, args.frames, as_shipped=False)
     checkpoint, decode, width, height = cfg.checkpoint, cfg.decode, cfg.width, cfg.height
     from wamdiff2_core.decoding.constraints.automaton import LanguageError
