@@ -12,9 +12,12 @@
 #   bench-cg     per-forward latencies with compile-graphs (compiles five 2B steps: the
 #                fused state's block and first steps, the unfused state's block step and
 #                commit pass for the latency table, the AR step)
+#   predict      `bench predict --gpu`: wamdiff2 predict on the 2B shape (random weights,
+#                bf16, CUDA graphs) over 256 synthetic planning records at batch 1, 32 and 128:
+#                samples/s and tokens/s per batch size, answers compared with batch 1's
 set -o pipefail
 OUT=${OUT:-gpu_out}; mkdir -p "$OUT"
-STEPS=${STEPS:-tests flashinfer compiled bench bench-fi bench-cg}
+STEPS=${STEPS:-tests flashinfer compiled bench bench-fi bench-cg predict}
 if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl || exit 1
@@ -51,6 +54,9 @@ for step in $STEPS; do
                 --max-new-tokens 64 --latency-modes eager,graphs ;;
     bench-cg) bench bench_2b_compile_graphs "${T_BENCH_CG:-420}" --attention sdpa \
                 --samples 1 --max-new-tokens 32 --latency-modes graphs,compile-graphs ;;
+    predict) timeout "${T_PREDICT:-420}" python3 -m wamdiff2_core.cli bench predict --gpu --json \
+               > "$OUT/bench_predict_2b.json" 2> "$OUT/bench_predict_2b.err"
+             echo "predict rc=$?"; tail -n 3 "$OUT/bench_predict_2b.err" ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac
 done

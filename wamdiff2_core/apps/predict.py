@@ -42,14 +42,17 @@ def register(subparsers) -> None:
 
 
 def add_predict_options(parser: argparse.ArgumentParser) -> None:
-    """--batch-size, --resume, --no-progress: how a predictions run goes (shared by `predict`
-    and `eval open-loop`)."""
+    """--batch-size, --resume, --no-progress, --warmup: how a predictions run goes (shared by
+    `predict` and `eval open-loop`)."""
     parser.add_argument("--batch-size", type=int, default=1, metavar="N",
                         help="records decoded together, grouped by prompt length (default 1)")
     parser.add_argument("--resume", action="store_true",
                         help="keep the predictions an interrupted run (or an earlier output) "
                              "already has and decode the rest")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--warmup", action="store_true",
+                        help="decode each process's first batch once before timing (CUDA "
+                             "graph capture and compilation stay out of the summary's speed)")
 
 
 def predict_settings(args: argparse.Namespace):
@@ -58,7 +61,7 @@ def predict_settings(args: argparse.Namespace):
 
     try:
         return PredictSettings(batch_size=args.batch_size, resume=args.resume,
-                               progress=not args.no_progress)
+                               progress=not args.no_progress, warmup=args.warmup)
     except ValueError as exc:
         raise CliError(str(exc)) from None
 

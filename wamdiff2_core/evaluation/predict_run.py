@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
@@ -38,6 +38,7 @@ class PredictSettings:
     batch_size: int = 1
     resume: bool = False
     progress: bool = True
+    warmup: bool = False           # decode each rank's first batch once before the clock starts
 
     def __post_init__(self):
         if self.batch_size < 1:
@@ -60,7 +61,6 @@ class PredictSummary:
     batch_size: int = 1
     output: str = ""
     first_error: str | None = None
-    extra: dict = field(default_factory=dict)
 
     @property
     def samples_per_s(self) -> float:
@@ -132,6 +132,8 @@ def run_predict(planner: Any, records: Sequence[Any], image_root: str | os.PathL
     mine = [[i for i in batch if i not in done]
             for batch in plan_batches(jobs, settings.batch_size)[ctx.rank::ctx.world]]
     mine = [batch for batch in mine if batch]
+    if settings.warmup and mine:                   # graph capture / compilation off the clock
+        decode_batch(planner, records, [jobs[i] for i in mine[0]])
     ctx.barrier()
     start = time.perf_counter()
     counts = _decode_shard(planner, records, jobs, mine, store, ctx, settings.progress)

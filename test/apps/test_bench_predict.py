@@ -1,0 +1,30 @@
+"""`wamdiff2 bench predict` at tiny scale (a check that it runs and reports, not a timing)."""
+import json
+
+import pytest
+from predict_inputs import write_reference_file
+
+from wamdiff2_core.apps.bench.predict import parse_configs
+from wamdiff2_core.apps.cli import main
+from wamdiff2_core.apps.common import CliError
+
+
+def test_configs_parse_and_bad_ones_are_one_sentence():
+    assert parse_configs("1x1, 2X8") == [(1, 1), (2, 8)]
+    for bad in ("2", "0x4", "1xa"):
+        with pytest.raises(CliError, match="--configs"):
+            parse_configs(bad)
+
+
+def test_bench_predict_reports_each_configuration_and_equal_answers(tmp_path, capsys):
+    path = write_reference_file(tmp_path, bad=())
+    rc = main(["bench", "predict", "--data", str(path), "--records", "5", "--configs",
+               "1x1,1x4", "--threads", "1", "--json"])
+    assert rc == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["mode"] == "cpu" and report["source"] == "bundled model"
+    assert [(c["processes"], c["batch_size"]) for c in report["configs"]] == [(1, 1), (1, 4)]
+    for config in report["configs"]:
+        assert config["records"] == 5 and config["failed"] == 0
+        assert config["samples_per_s"] > 0 and config["tokens_per_s"] > 0
+        assert config["answers_differing_from_first"] == 0
