@@ -7,6 +7,7 @@ format; batched, on many processes under torchrun, resumable (docs/evaluation.md
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -95,26 +96,25 @@ def read_input(data: str) -> tuple[list, Path]:
         raise CliError(str(exc)) from None
 
 
-def manifest(args: argparse.Namespace, planner, input_path: str) -> dict:
-    """What a run's parts belong to: the input's bytes and the decoding settings."""
-    from wamdiff2_core.evaluation.prediction_parts import file_digest
-    from wamdiff2_core.tasks import records_path
-
-    return {"input": file_digest(records_path(input_path)),
-            "checkpoint": str(args.checkpoint or args.preset or "bundled"),
-            "dtype": str(args.dtype), "decode": planner.decode.to_dict(),
+def manifest(args: argparse.Namespace, planner, records: list) -> dict:
+    """What a run's parts belong to: the records (their canonical JSON's sha256) and the
+    decoding settings."""
+    text = json.dumps(records, sort_keys=True, ensure_ascii=False).encode("utf-8")
+    return {"input": hashlib.sha256(text).hexdigest(),
+            "checkpoint": str(args.checkpoint or getattr(args, "preset", None) or "bundled"),
+            "dtype": str(getattr(args, "dtype", None)), "decode": planner.decode.to_dict(),
             "planning decode": planner.planning_decode.to_dict()}
 
 
 def predict_to(args: argparse.Namespace, settings, planner, ctx, records: list,
-               image_root: Path, output: Path, input_path: str):
+               image_root: Path, output: Path):
     """Run predict into ``output``; the summary on rank 0, None elsewhere; one CliError when
     the run cannot start."""
     from wamdiff2_core.evaluation.predict_run import run_predict
 
     try:
         return run_predict(planner, records, image_root, output, settings,
-                           manifest(args, planner, input_path), ctx)
+                           manifest(args, planner, records), ctx)
     except ValueError as exc:
         raise CliError(str(exc)) from None
 
@@ -133,8 +133,7 @@ def run_predict_command(args: argparse.Namespace) -> int:
     ctx, args.device = join_ranks(args.device)
     try:
         planner = planner_from_args(args)
-        summary = predict_to(args, settings, planner, ctx, records, image_root, output,
-                             args.input)
+        summary = predict_to(args, settings, planner, ctx, records, image_root, output)
     finally:
         close_process_group()
     if summary is None:

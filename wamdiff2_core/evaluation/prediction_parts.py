@@ -3,12 +3,12 @@
 Every rank writes each batch it decodes as one file, atomically (``atomic_files``), the
 moment the batch is done: a killed run loses at most the batches in flight, and a resumed
 run reads what is there. ``manifest.json`` says which input and settings the parts belong
-to, so a resume never mixes answers of two inputs or two settings. Rank 0 merges the parts
+to (the caller's description: here the records' digest and the decoding settings), so a
+resume never mixes answers of two inputs or two settings. Rank 0 merges the parts
 into the output in input order and then removes the folder.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -29,15 +29,6 @@ def parts_dir(output: str | os.PathLike) -> Path:
     """Where the parts of a run writing ``output`` go."""
     output = Path(output)
     return output.with_name(output.name + ".parts")
-
-
-def file_digest(path: str | os.PathLike) -> str:
-    """sha256 of a file's bytes (which input the parts were made from)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 class PartsStore:
@@ -118,4 +109,4 @@ def _matching(output: Path, records: Sequence[Any]) -> list[dict]:
     return kept
 
 
-__all__ = ["FROM_OUTPUT", "MANIFEST", "PartsStore", "file_digest", "parts_dir"]
+__all__ = ["FROM_OUTPUT", "MANIFEST", "PartsStore", "parts_dir"]
