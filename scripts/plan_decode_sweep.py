@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 
 import numpy as np
 
-from wamdiff2_core.decoding.config import DecodeConfig
+from wamdiff2_core.decoding.config import DEFAULT_COMMIT_RULE, DecodeConfig
 from wamdiff2_core.evaluation.l2 import l2_horizons, l2_per_waypoint
 from wamdiff2_core.evaluation.open_loop import load_image
 from wamdiff2_core.planner import Planner
@@ -79,7 +79,9 @@ def main(argv=None) -> int:
     print(f"{args.checkpoint}: {len(data)} planning frames of {args.records}")
     for spec in args.settings:
         name, cfg = parse_setting(spec)
-        planner = base.reconfigure(decode=cfg, checkpoint_rule=False)  # exactly this one
+        # exactly this setting: a named rule, so the checkpoint's recommendation never applies
+        planner = base.reconfigure(decode=replace(cfg, commit_rule=cfg.commit_rule
+                                                  or DEFAULT_COMMIT_RULE))
         rows, tokens, forwards, unparsed = [], 0, 0, 0
         for i, (obs, truth) in enumerate(data):
             try:

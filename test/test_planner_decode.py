@@ -28,7 +28,8 @@ def recording_backend():
 
 def test_plan_decode_applies_to_planning_answers_only(recording_backend):
     model = Wamdiff2Model.from_preset("tiny", block_size=4, seed=0)
-    decode = DecodeConfig(max_new_tokens=8, constrained=False)   # (a plan needs 80 tokens)
+    decode = DecodeConfig(max_new_tokens=8, constrained=False,   # (a plan needs 80 tokens)
+                          commit_rule="low_confidence_dynamic", threshold=0.9)   # resolved
     plan_decode = replace(decode, commit_rule="low_confidence_leftmost", steps_per_block=2)
     planner = Planner(model, decode, recording_backend, plan_decode=plan_decode)
     image = np.zeros((36, 64, 3), np.uint8)
@@ -57,9 +58,10 @@ def test_plan_decode_applies_to_planning_answers_only(recording_backend):
 
 
 def test_checkpoint_recommends_its_commit_rule(recording_backend, tmp_path):
-    """A checkpoint's decode_commit_rule / decode_threshold decode its answers unless the
-    caller chooses a rule (or passes checkpoint_rule=False); it survives save and load."""
-    from wamdiff2_core.decoding.config import checkpoint_decode
+    """A checkpoint's decode_commit_rule / decode_threshold decode its answers exactly when
+    the caller chooses no rule, threshold or step budget (all None); it survives save and
+    load."""
+    from wamdiff2_core.decoding.config import resolve_decode
 
     model = Wamdiff2Model.from_preset("tiny", block_size=4, seed=0).with_fields(
         decode_commit_rule="low_confidence_frontier", decode_threshold=0.95)
@@ -72,24 +74,62 @@ def test_checkpoint_recommends_its_commit_rule(recording_backend, tmp_path):
     image = np.zeros((36, 64, 3), np.uint8)
 
     planner = Planner(model, decode, recording_backend)
+    assert (planner.decode.commit_rule, planner.decode.threshold) == \
+        ("low_confidence_frontier", 0.95)                   # what it decodes with, said
+    assert planner.decode_summary().startswith("low_confidence_frontier at 0.95")
     SEEN.clear()
     planner.plan_batch([Observation([image])])
     planner.answer([image], "Is the left lane free?")
     assert [(c.commit_rule, c.threshold, c.max_new_tokens) for c in SEEN] == \
         [("low_confidence_frontier", 0.95, 8)] * 2          # the rest is decode's
-    # a new decode gets it again; the caller's rule wins; checkpoint_rule=False: as given
+    # a new decode gets it again; a rule, threshold or step budget the caller names wins
     again = planner.reconfigure(replace(decode, max_new_tokens=9))
     assert (again.decode.commit_rule, again.decode.max_new_tokens) == \
         ("low_confidence_frontier", 9)
     chosen = replace(decode, commit_rule="sequential")
-    assert Planner(model, chosen).decode == chosen
-    assert Planner(model, decode, checkpoint_rule=False).decode == decode
-    assert planner.reconfigure(decode, checkpoint_rule=False).decode == decode
-    assert checkpoint_decode(model.fields, replace(decode, threshold=0.8)).commit_rule == \
+    assert Planner(model, chosen).decode == replace(chosen, threshold=0.9)
+    assert resolve_decode(replace(decode, threshold=0.8), model.fields).commit_rule == \
         "low_confidence_dynamic"
-    # an AR model and a model without one: decode as given
-    assert checkpoint_decode(model.fields.with_(paradigm="ar"), decode) == decode
-    assert Planner(Wamdiff2Model.from_preset("tiny", block_size=4), decode).decode == decode
+    assert resolve_decode(replace(decode, steps_per_block=2), model.fields).commit_rule == \
+        "low_confidence_dynamic"
+    # an AR model and a model without one: the defaults
+    assert resolve_decode(decode, model.fields.with_(paradigm="ar")).commit_rule == \
+        "low_confidence_dynamic"
+    plain = Planner(Wamdiff2Model.from_preset("tiny", block_size=4), decode).decode
+    assert (plain.commit_rule, plain.threshold) == ("low_confidence_dynamic", 0.9)
+
+
+def test_an_explicit_dynamic_rule_at_the_default_threshold_is_honoured(recording_backend,
+                                                                       tmp_path):
+    """Asking for low_confidence_dynamic at 0.9 by name, on a checkpoint that recommends
+    the frontier rule, decodes with low_confidence_dynamic at 0.9 (it used to look like no
+    choice at all), in the planner and in the decoders it calls."""
+    from wamdiff2_core.decoding.config import resolve_decode
+
+    model = Wamdiff2Model.from_preset("tiny", block_size=4, seed=0).with_fields(
+        decode_commit_rule="low_confidence_frontier", decode_threshold=0.95)
+    explicit = DecodeConfig(max_new_tokens=8, constrained=False,
+                            commit_rule="low_confidence_dynamic", threshold=0.9)
+    assert resolve_decode(explicit, model.fields) == explicit
+    assert resolve_decode(resolve_decode(explicit, model.fields), model.fields) == explicit
+    planner = Planner(model, explicit, recording_backend)
+    assert planner.decode == explicit
+    SEEN.clear()
+    planner.plan_batch([Observation([np.zeros((36, 64, 3), np.uint8)])])
+    assert [(c.commit_rule, c.threshold) for c in SEEN] == [("low_confidence_dynamic", 0.9)]
+    # the CLI: a named rule or threshold reaches the config; nothing named stays None
+    import argparse
+
+    from wamdiff2_core.apps.common import DECODE_OPTIONS, add_decode_options, decode_config
+
+    parser = argparse.ArgumentParser()
+    add_decode_options(parser, tuple(DECODE_OPTIONS))
+    assert decode_config(parser.parse_args(["--commit-rule", "low_confidence_dynamic",
+                                            "--threshold", "0.9"])) == \
+        DecodeConfig(commit_rule="low_confidence_dynamic", threshold=0.9)
+    unset = decode_config(parser.parse_args(["--max-new-tokens", "64"]))
+    assert (unset.commit_rule, unset.threshold, unset.steps_per_block) == (None, None, None)
+    assert resolve_decode(unset, model.fields).commit_rule == "low_confidence_frontier"
 
 
 def test_a_bad_recommendation_is_refused(tmp_path):
@@ -106,17 +146,3 @@ def test_a_bad_recommendation_is_refused(tmp_path):
     (tmp_path / "m" / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(CheckpointError, match="decode_threshold must be a number in"):
         Wamdiff2Model.from_pretrained(tmp_path / "m")
-
-
-def test_cli_rule_options_turn_the_checkpoint_rule_off():
-    import argparse
-
-    from wamdiff2_core.apps.common import (DECODE_OPTIONS, add_decode_options,
-                                           checkpoint_rule_arg)
-
-    parser = argparse.ArgumentParser()
-    add_decode_options(parser, tuple(DECODE_OPTIONS))
-    assert checkpoint_rule_arg(parser.parse_args([])) is True
-    assert checkpoint_rule_arg(parser.parse_args(["--max-new-tokens", "64"])) is True
-    for argv in (["--commit-rule", "low_confidence_dynamic"], ["--threshold", "0.9"]):
-        assert checkpoint_rule_arg(parser.parse_args(argv)) is False   # even the defaults

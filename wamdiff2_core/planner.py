@@ -16,7 +16,7 @@ import torch
 from wamdiff2_core import tasks
 from wamdiff2_core.decoding.backends import get_decoder
 from wamdiff2_core.decoding.config import (DEFAULT_BACKEND, DecodeConfig, DecodeStats,
-                                          checkpoint_decode)
+                                          resolve_decode)
 from wamdiff2_core.decoding.constraints.session import automaton_for
 from wamdiff2_core.devices import check_device
 from wamdiff2_core.model.fields import check_overrides
@@ -83,10 +83,12 @@ class Planner:
     planning answers only (e.g. the fast planning rule, ``low_confidence_leftmost`` with 8
     steps per block, while questions keep the default rule: docs/decoding.md).
 
-    ``checkpoint_rule`` (default True): where ``decode`` leaves the commit rule, threshold
-    and step budget at their defaults, the checkpoint's recommended rule and threshold
-    replace them (``model.fields.decode_commit_rule``; the bundled model: the frontier rule
-    at 0.95; ``decoding.config.checkpoint_decode``). False: ``decode`` exactly as given.
+    Both are resolved once, here, by ``decoding.config.resolve_decode``: where one sets no
+    commit rule, threshold or step budget (all None), the checkpoint's recommended rule and
+    threshold apply (``model.fields.decode_commit_rule``; the bundled model: the frontier
+    rule at 0.95); a rule the caller names is kept, even the default one. ``decode`` and
+    ``plan_decode`` hold the resolved settings: what this planner decodes with
+    (``decode_summary()`` says it in one line).
 
     Each task names its answer's language to the decoder (``tasks.languages``), so with
     ``DecodeConfig.constrained`` left at None plans and detections are constrained to
@@ -107,18 +109,12 @@ class Planner:
     def __init__(self, model: Wamdiff2Model, decode: DecodeConfig = DecodeConfig(),
                  backend: str = DEFAULT_BACKEND, plan_decode: DecodeConfig | None = None,
                  *, plan_max_speed: float | None = tasks.PLAN_MAX_SPEED_MPS,
-                 lateral_status: bool | None = None, checkpoint_rule: bool = True):
+                 lateral_status: bool | None = None):
         self.decoder = get_decoder(backend)          # ValueError naming the known ones
         self.model = model
-        self.checkpoint_rule = checkpoint_rule
-        if checkpoint_rule:
-            try:
-                decode = checkpoint_decode(model.fields, decode)
-            except ValueError as exc:
-                raise CheckpointError(f"{model.origin or 'the model'}: {exc}") from None
-        self.decode = decode
+        self.decode = self._resolve(decode)
         self.backend = backend
-        self.plan_decode = plan_decode
+        self.plan_decode = plan_decode and self._resolve(plan_decode)
         self.plan_max_speed = plan_max_speed
         self.lateral_status = (model.fields.lateral_status if lateral_status is None
                                else bool(lateral_status))
@@ -135,29 +131,37 @@ class Planner:
                         plan_decode: DecodeConfig | None = None,
                         fields: Mapping[str, Any] | None = None,
                         plan_max_speed: float | None = tasks.PLAN_MAX_SPEED_MPS,
-                        lateral_status: bool | None = None,
-                        checkpoint_rule: bool = True) -> "Planner":
+                        lateral_status: bool | None = None) -> "Planner":
         """Load a checkpoint directory, build a preset, or (None) load the bundled model.
         ``fields``: diffusion fields the checkpoint does not state, or that replace its own
         (``load_model``); ``planner.model.describe()`` says where each one came from."""
         return cls(load_model(path_or_preset, device, dtype, fields=fields), decode, backend,
-                   plan_decode, plan_max_speed=plan_max_speed, lateral_status=lateral_status,
-                   checkpoint_rule=checkpoint_rule)
+                   plan_decode, plan_max_speed=plan_max_speed, lateral_status=lateral_status)
 
     def reconfigure(self, decode: DecodeConfig | None = None, backend: str | None = None,
-                    plan_decode=_KEEP, plan_max_speed=_KEEP, checkpoint_rule=_KEEP
-                    ) -> "Planner":
-        """A new planner sharing these weights with other decoding settings (``plan_decode``,
-        ``plan_max_speed`` and ``checkpoint_rule``: kept unless given; ``plan_decode=None``
-        drops it; a new ``decode`` gets the checkpoint's rule as in the constructor); the
-        lateral status setting is kept."""
+                    plan_decode=_KEEP, plan_max_speed=_KEEP) -> "Planner":
+        """A new planner sharing these weights with other decoding settings (``plan_decode``
+        and ``plan_max_speed``: kept unless given; ``plan_decode=None`` drops it; a new
+        ``decode`` is resolved as in the constructor); the lateral status setting is
+        kept."""
         return type(self)(self.model, decode or self.decode, backend or self.backend,
                           self.plan_decode if plan_decode is _KEEP else plan_decode,
                           plan_max_speed=(self.plan_max_speed if plan_max_speed is _KEEP
                                           else plan_max_speed),
-                          lateral_status=self.lateral_status,
-                          checkpoint_rule=(self.checkpoint_rule if checkpoint_rule is _KEEP
-                                           else checkpoint_rule))
+                          lateral_status=self.lateral_status)
+
+    def _resolve(self, decode: DecodeConfig) -> DecodeConfig:
+        try:
+            return resolve_decode(decode, self.model.fields)
+        except ValueError as exc:
+            raise CheckpointError(f"{self.model.origin or 'the model'}: {exc}") from None
+
+    def decode_summary(self) -> str:
+        """How this planner decodes, in one line (for logs and diagnostics)."""
+        text = self.decode.summary()
+        if self.plan_decode is not None:
+            text += f"; planning answers: {self.plan_decode.summary()}"
+        return text
 
     @property
     def planning_decode(self) -> DecodeConfig:

@@ -48,13 +48,14 @@ def _help_of(parser: argparse.ArgumentParser, flag: str) -> str:
 
 def test_rule_defaults_say_the_checkpoint_recommends_them():
     """Left out, --commit-rule and --threshold take the checkpoint's recorded rule (the
-    bundled model records one): the help says so, and names the fallback from DecodeConfig."""
-    from wamdiff2_core.decoding.config import DecodeConfig
+    bundled model records one): the help says so, and names the fallback resolve_decode
+    takes."""
+    from wamdiff2_core.decoding.config import DEFAULT_COMMIT_RULE, DEFAULT_THRESHOLD
 
     for path in (["plan"], ["bench", "decode"], ["eval", "open-loop"], ["eval", "closed-loop"]):
         parser = _command(path)
         rule, threshold = _help_of(parser, "--commit-rule"), _help_of(parser, "--threshold")
         assert "the rule the checkpoint records" in rule, (path, rule)
-        assert f"else {DecodeConfig().commit_rule})" in rule, (path, rule)
+        assert f"else {DEFAULT_COMMIT_RULE})" in rule, (path, rule)
         assert "the checkpoint's with its rule" in threshold, (path, threshold)
-        assert f"else {DecodeConfig().threshold})" in threshold, (path, threshold)
+        assert f"else {DEFAULT_THRESHOLD})" in threshold, (path, threshold)

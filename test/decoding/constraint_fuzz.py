@@ -8,7 +8,7 @@ import re
 
 import torch
 
-from wamdiff2_core.decoding.config import DecodeConfig
+from wamdiff2_core.decoding.config import DecodeConfig, resolve_decode
 from wamdiff2_core.decoding.constraints.compile import compile_tokens
 from wamdiff2_core.decoding.constraints.session import FastConstraint, ReferenceConstraint
 from wamdiff2_core.decoding.remasking import transfer_schedule
@@ -125,6 +125,7 @@ def decode_blocks(auto, rows: int, block: int, max_new: int, cfg: DecodeConfig,
     as the decoders do: "reference" through ``ReferenceConstraint``, "fast" through
     ``FastConstraint`` (the fast decoder's buffers, padded with two DONE rows). Returns
     the answers (block padded) and the number of steps."""
+    cfg = resolve_decode(cfg, None)                  # no checkpoint: the defaults fill it
     logit_gen = torch.Generator().manual_seed(seed)
     choice_gen = torch.Generator().manual_seed(seed + 1)
     schedule = transfer_schedule(block, cfg.steps_per_block or block)

@@ -29,7 +29,7 @@ SEED, EPISODES, FRAMES = 4242, 2, 3
 # (name, backend, DecodeConfig keywords): the default decoding on both backends (the
 # checkpoint's recommended commit rule, as every planner of it decodes by default), the
 # library's default rule, and the fast planning rules (docs/decoding.md), which exercise other
-# commit branches. Keywords are taken exactly as given (no checkpoint rule).
+# commit branches. Keywords name a rule, so the checkpoint's recommendation does not apply.
 SETTINGS = (
     ("reference", "reference", None),
     ("fast", "fast", None),
@@ -73,8 +73,7 @@ def compute_answers(planner=None) -> dict[str, list[str]]:
     images = [[Image.open(FIXTURE / p).convert("RGB") for p in r["image"]] for r in records]
     out = {}
     for name, backend, knobs in SETTINGS:
-        p = planner.reconfigure(decode=DecodeConfig(**(knobs or {})), backend=backend,
-                                checkpoint_rule=knobs is None)
+        p = planner.reconfigure(decode=DecodeConfig(**(knobs or {})), backend=backend)
         out[name] = [p.generate([text], [imgs])[0][0] for text, imgs in zip(prompts, images)]
     return out
 

@@ -4,7 +4,9 @@ options, the model-source options, and command groups (`eval`, `bench`, ...).
 Decoding options are built from ``DecodeConfig`` itself: one spec per field, defaults shown
 from the dataclass, commit-rule and backend choices from their registries' names. A new rule
 or a changed default therefore appears in every command at once. Every option defaults to
-None, meaning "keep DecodeConfig's value", so a command can tell which knobs a user set.
+None, meaning "not chosen": the ``DecodeConfig`` keeps None there, and the decoder settles it
+(``decoding.config.resolve_decode``: a checkpoint's recorded rule applies unless the user
+names a rule, threshold or step budget).
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import errno
 from dataclasses import dataclass, fields
 
 from wamdiff2_core.decoding.config import (BACKENDS, COMMIT_RULES, DEFAULT_BACKEND,
-                                          RULE_FIELDS, DecodeConfig)
+                                          DEFAULT_COMMIT_RULE, DEFAULT_THRESHOLD, DecodeConfig)
 
 
 class CliError(Exception):
@@ -86,12 +88,10 @@ DECODE_OPTIONS: dict[str, DecodeOption] = {o.field: o for o in (
 )}
 _DEFAULT_TEXT = {"block_size": "the checkpoint's", "steps_per_block": "the block size",
                  "constrained": "plans, detections and closed-set answers",
-                 # checkpoint_rule_arg: a checkpoint's recorded rule applies unless the user
-                 # names a rule, threshold or step budget
                  "commit_rule": "the rule the checkpoint records, when no threshold or step "
-                                "budget is given either; else {value}",
+                                f"budget is given either; else {DEFAULT_COMMIT_RULE}",
                  "threshold": "the checkpoint's with its rule, when no rule or step budget "
-                              "is given either; else {value}"}
+                              f"is given either; else {DEFAULT_THRESHOLD}"}
 
 
 def _default_text(name: str) -> str:
@@ -202,14 +202,6 @@ def check_model_source(source) -> None:
         raise CliError(str(exc)) from None
 
 
-def checkpoint_rule_arg(args: argparse.Namespace | None) -> bool:
-    """``Planner(checkpoint_rule=...)`` for the decoding options of ``args``: the
-    checkpoint's recommended commit rule applies unless the user chose a rule, threshold or
-    step budget (then those apply, even where they equal the defaults)."""
-    knobs = decode_knobs(args) if args is not None else {}
-    return not any(k in knobs for k in RULE_FIELDS)
-
-
 def planner_from_args(args: argparse.Namespace, decode: DecodeConfig | None = None):
     """A Planner from the shared model arguments (``decode``: default from the decoding
     options); any loading problem becomes one CliError."""
@@ -221,7 +213,6 @@ def planner_from_args(args: argparse.Namespace, decode: DecodeConfig | None = No
 
     try:
         return Planner.from_pretrained(args.checkpoint or args.preset, decode=decode,
-                                       checkpoint_rule=checkpoint_rule_arg(args),
                                        device=args.device, dtype=args.dtype,
                                        backend=args.backend, fields=field_overrides(args))
     except LanguageError as exc:

@@ -13,15 +13,23 @@ COMMIT_RULES = ("low_confidence_dynamic", "low_confidence_static", "low_confiden
 #: token) in less time (CPU: eager with a static cache; GPU: CUDA graphs).
 BACKENDS = ("fast", "reference")
 DEFAULT_BACKEND = "fast"
-#: The fields that choose a commit rule: a caller who sets one of them is not given the
-#: checkpoint's recommended rule (``checkpoint_decode``).
+#: The rule and threshold a decode uses where the caller sets a rule, threshold or step
+#: budget but leaves these two unset (``resolve_decode``).
+DEFAULT_COMMIT_RULE = "low_confidence_dynamic"
+DEFAULT_THRESHOLD = 0.9
+#: The fields that choose a commit rule: a caller who sets any of them is not given the
+#: checkpoint's recommended rule (``resolve_decode``).
 RULE_FIELDS = ("commit_rule", "threshold", "steps_per_block")
 
 
 @dataclass(frozen=True)
 class DecodeConfig:
-    """How to decode. ``None`` block size / step budget mean: the checkpoint's block size and
-    a budget of one step per position (the dynamic rule usually needs far fewer).
+    """How to decode. None means "not chosen": ``block_size`` None is the checkpoint's block
+    size, ``steps_per_block`` None a budget of one step per position (the dynamic rule
+    usually needs far fewer), and ``commit_rule`` / ``threshold`` None are settled by
+    ``resolve_decode`` (the checkpoint's recommended rule when none of the three rule fields
+    is set, else ``DEFAULT_COMMIT_RULE`` / ``DEFAULT_THRESHOLD``). Decoders resolve what
+    they are given; a planner resolves once and says what it decodes with.
 
     ``constrained``: keep the answer inside its task's language, so that it always parses
     (``decoding.constraints``; the caller names the language). None (default): whenever
@@ -30,8 +38,8 @@ class DecodeConfig:
     never."""
     block_size: int | None = None
     steps_per_block: int | None = None
-    threshold: float = 0.9
-    commit_rule: str = "low_confidence_dynamic"
+    threshold: float | None = None
+    commit_rule: str | None = None
     temperature: float = 0.0
     max_new_tokens: int = 128
     seed: int = 0
@@ -42,9 +50,9 @@ class DecodeConfig:
             raise ValueError(f"block_size must be in 1..256, got {self.block_size}")
         if self.steps_per_block is not None and self.steps_per_block < 1:
             raise ValueError(f"steps_per_block must be >= 1, got {self.steps_per_block}")
-        if not 0.0 < self.threshold <= 1.0:
+        if self.threshold is not None and not 0.0 < self.threshold <= 1.0:
             raise ValueError(f"threshold must be in (0, 1], got {self.threshold}")
-        if self.commit_rule not in COMMIT_RULES:
+        if self.commit_rule is not None and self.commit_rule not in COMMIT_RULES:
             raise ValueError(f"commit_rule must be one of {COMMIT_RULES}, "
                              f"got {self.commit_rule!r}")
         if self.temperature < 0:
@@ -55,33 +63,54 @@ class DecodeConfig:
             raise ValueError(f"constrained must be None, True or False, got "
                              f"{self.constrained!r}")
 
-
     def to_dict(self) -> dict:
         return asdict(self)
 
-    def chooses_rule(self) -> bool:
-        """Whether this config sets the commit rule, threshold or step budget away from the
-        defaults (a caller's choice, which a checkpoint's recommendation does not replace)."""
-        return any(getattr(self, f) != getattr(DEFAULT_DECODE, f) for f in RULE_FIELDS)
+    def summary(self) -> str:
+        """One line saying how answers are decoded, e.g. "low_confidence_frontier at 0.95,
+        steps: one per position, block size: the checkpoint's" (None fields as "not
+        chosen")."""
+        rule = self.commit_rule or "rule not chosen"
+        threshold = f" at {self.threshold:g}" if self.threshold is not None else ""
+        steps = self.steps_per_block or "one per position"
+        block = self.block_size or "the checkpoint's"
+        return f"{rule}{threshold}, steps: {steps}, block size: {block}"
 
 
+#: Nothing chosen (importable until the ROS node's committed parameters stop naming it).
 DEFAULT_DECODE = DecodeConfig()
 
 
-def checkpoint_decode(fields, decode: DecodeConfig) -> DecodeConfig:
-    """``decode`` with the commit rule and threshold a checkpoint recommends
-    (``DiffusionFields.decode_commit_rule`` / ``decode_threshold``); ``decode`` itself when
-    the checkpoint recommends none, when ``decode`` already chooses a rule
-    (``chooses_rule``) or for an AR model. ValueError naming a rule this project does not
-    know."""
+def rule_chosen(decode: DecodeConfig) -> bool:
+    """Whether ``decode`` sets a commit rule, threshold or step budget (any of them not None):
+    the caller's choice, which a checkpoint's recommendation does not replace."""
+    return any(getattr(decode, name) is not None for name in RULE_FIELDS)
+
+
+def resolve_decode(decode: DecodeConfig, fields) -> DecodeConfig:
+    """The settings a model with diffusion fields ``fields`` (``model.fields``; None: no
+    checkpoint, so no recommendation) decodes ``decode`` with: the one place a commit rule
+    is decided.
+
+    Where ``decode`` chooses no rule (``rule_chosen`` False) and the checkpoint recommends
+    one (``fields.decode_commit_rule``, a diffusion model), that rule and threshold;
+    otherwise ``decode``'s own, ``DEFAULT_COMMIT_RULE`` / ``DEFAULT_THRESHOLD`` filling what
+    it leaves None. The result always names a rule and a threshold, and resolving it again
+    gives it back.
+
+    Raises:
+        ValueError: the checkpoint recommends a rule this project does not know.
+    """
     rule = getattr(fields, "decode_commit_rule", "")
-    if not rule or fields.paradigm != "diffusion" or decode.chooses_rule():
-        return decode
-    if rule not in COMMIT_RULES:
-        raise ValueError(f"the checkpoint recommends the commit rule {rule!r}, which is "
-                         f"not one of {', '.join(COMMIT_RULES)}")
-    return replace(decode, commit_rule=rule,
-                   threshold=fields.decode_threshold or decode.threshold)
+    if rule and fields.paradigm == "diffusion" and not rule_chosen(decode):
+        if rule not in COMMIT_RULES:
+            raise ValueError(f"the checkpoint recommends the commit rule {rule!r}, which is "
+                             f"not one of {', '.join(COMMIT_RULES)}")
+        return replace(decode, commit_rule=rule,
+                       threshold=fields.decode_threshold or DEFAULT_THRESHOLD)
+    return replace(decode, commit_rule=decode.commit_rule or DEFAULT_COMMIT_RULE,
+                   threshold=(DEFAULT_THRESHOLD if decode.threshold is None
+                              else decode.threshold))
 
 
 @dataclass

@@ -36,7 +36,7 @@ import time
 
 import torch
 
-from wamdiff2_core.decoding.config import DecodeConfig, DecodeStats
+from wamdiff2_core.decoding.config import DecodeConfig, DecodeStats, resolve_decode
 from wamdiff2_core.decoding.constraints.automaton import DeviceAutomaton
 from wamdiff2_core.decoding.constraints.session import (FastConstraint, automaton_for,
                                                         language_for)
@@ -183,6 +183,7 @@ def fast_diffusion_decode(model: Wamdiff2Model, batch: dict,
                           language: AnswerLanguage | None = None) -> DecodeOutput:
     """Block-diffusion decode of an encoded prompt batch; same tokens as the reference
     (``language`` enforced when ``cfg.constrained``)."""
+    cfg = resolve_decode(cfg, model.fields)
     runner = runner_for(model, fast)
     language = language_for(cfg, language)
     auto = language and automaton_for(model, language, cfg.max_new_tokens)

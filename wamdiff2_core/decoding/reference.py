@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from wamdiff2_core.decoding.config import DecodeConfig, DecodeStats
+from wamdiff2_core.decoding.config import DecodeConfig, DecodeStats, resolve_decode
 from wamdiff2_core.decoding.constraints.session import ReferenceConstraint, language_for
 from wamdiff2_core.decoding.remasking import commit_mask, transfer_schedule, unsettled
 from wamdiff2_core.decoding.sampling import choose_tokens
@@ -108,6 +108,7 @@ def diffusion_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = Deco
                      ) -> DecodeOutput:
     """Block-diffusion decode of an encoded prompt batch; with ``cfg.constrained`` every
     answer is a word of ``language`` (``decoding.constraints``)."""
+    cfg = resolve_decode(cfg, model.fields)
     language = language_for(cfg, language)
     bsz = cfg.block_size or model.fields.block_size
     schedule = transfer_schedule(bsz, cfg.steps_per_block or bsz)
@@ -172,6 +173,7 @@ def ar_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = DecodeConfi
               ) -> DecodeOutput:
     """Token-by-token decode of a next-token (block size 1) model; with ``cfg.constrained``
     each token is the best one that keeps the answer a word of ``language``."""
+    cfg = resolve_decode(cfg, model.fields)
     language = language_for(cfg, language)
     mask_id, eoa = model.fields.mask_token_id, model.fields.eoa_token_id
     gen = torch.Generator(device=model.device).manual_seed(cfg.seed)

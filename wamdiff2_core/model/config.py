@@ -34,7 +34,7 @@ class DiffusionFields:
     head knew (docs/model.md, "Shifted prediction"). AR models ignore it.
     decode_commit_rule, decode_threshold: the commit rule and threshold the checkpoint
     recommends ("" / 0: none; the rule's name is checked where answers are decoded,
-    ``decoding.config.checkpoint_decode``). A planner whose caller chose no rule decodes
+    ``decoding.config.resolve_decode``). A decode whose caller chose no rule runs
     with them (docs/decoding.md, "The checkpoint's commit rule").
     """
     paradigm: str

@@ -53,15 +53,13 @@ def constant_velocity_planner() -> PlannerFn:
     return plan
 
 
-def checkpoint_planner(path: str, decode=None, checkpoint_rule: bool = True) -> PlannerFn:
+def checkpoint_planner(path: str, decode=None) -> PlannerFn:
     """A trained model (checkpoint directory or preset name) as a closed-loop planner;
-    ``decode``: a ``DecodeConfig`` (default: the planner's); ``checkpoint_rule``: as
-    ``Planner``'s (default: the checkpoint's recommended commit rule where ``decode`` sets
-    none)."""
+    ``decode``: a ``DecodeConfig`` (default: none chosen, so the checkpoint's recommended
+    commit rule; ``decoding.config.resolve_decode``)."""
     from wamdiff2_core.planner import Planner  # torch and transformers load here
 
-    model = Planner.from_pretrained(path, decode=decode or DecodeConfig(),
-                                    checkpoint_rule=checkpoint_rule)
+    model = Planner.from_pretrained(path, decode=decode or DecodeConfig())
 
     def plan(observation: SimObservation, image: np.ndarray):
         return model.plan(observation)      # a PlanResult: waypoints and the decode's stats
@@ -75,10 +73,9 @@ PLANNERS: dict[str, Callable[..., PlannerFn]] = {
 }
 
 
-def make_planner(spec: str, decode=None, checkpoint_rule: bool = True) -> PlannerFn:
+def make_planner(spec: str, decode=None) -> PlannerFn:
     """``"expert"``, ``"constant-velocity"`` or ``"checkpoint:DIR"`` -> a planner. ``decode``
-    (a ``DecodeConfig``) sets how a checkpoint planner decodes (``checkpoint_rule``: as
-    ``Planner``'s)."""
+    (a ``DecodeConfig``) sets how a checkpoint planner decodes."""
     name, _, argument = spec.partition(":")
     if name not in PLANNERS:
         raise ValueError(f"unknown planner {spec!r}; use expert, constant-velocity or "
@@ -86,7 +83,7 @@ def make_planner(spec: str, decode=None, checkpoint_rule: bool = True) -> Planne
     if name == "checkpoint":
         if not argument:
             raise ValueError("checkpoint planner needs a directory: checkpoint:DIR")
-        return PLANNERS[name](argument, decode, checkpoint_rule)
+        return PLANNERS[name](argument, decode)
     if decode is not None:
         raise ValueError(f"decoding options apply to checkpoint planners, not {name!r}")
     if argument:

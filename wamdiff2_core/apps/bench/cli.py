@@ -7,9 +7,9 @@ from pathlib import Path
 
 from wamdiff2_core.apps.common import (CliError, add_decode_options, add_field_options,
                                        apply_threads, check_model_source,
-                                       checkpoint_rule_arg, decode_config, field_overrides,
+                                       decode_config, field_overrides,
                                        language_hint, subgroup)
-from wamdiff2_core.decoding.config import checkpoint_decode
+from wamdiff2_core.decoding.config import resolve_decode
 from wamdiff2_core.sim.camera import parse_resolution
 from wamdiff2_core.types import bundled_checkpoint_path
 
@@ -166,11 +166,10 @@ def run_bench_decode(args) -> int:
     except ValueError as exc:
         raise CliError(str(exc)) from None
     model, ar, trained, teacher = _load(args)
-    if checkpoint_rule_arg(args):              # no rule chosen: the checkpoint's own
-        try:
-            cfg = checkpoint_decode(model.fields, cfg)
-        except ValueError as exc:
-            raise CliError(str(exc)) from None
+    try:
+        cfg = resolve_decode(cfg, model.fields)    # the report says the rule it decodes with
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     _check_budget(model, cfg)
     n = max(args.samples or 8, args.batch)
     data = args.data

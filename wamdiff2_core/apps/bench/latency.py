@@ -8,7 +8,7 @@ from typing import Callable
 
 import torch
 
-from wamdiff2_core.decoding.config import DecodeConfig
+from wamdiff2_core.decoding.config import DecodeConfig, resolve_decode
 from wamdiff2_core.decoding.fast import fast_decode
 from wamdiff2_core.decoding.runner import FastConfig, runner_for, sync
 from wamdiff2_core.model.modeling import Wamdiff2Model
@@ -33,6 +33,7 @@ def forward_latency(model: Wamdiff2Model, sample, batch: int, block: int,
 
     def state(fuse: bool, cfg=cfg, language=None):            # built and filled by a decode
         f = replace(fast, fuse_commit=fuse)
+        cfg = resolve_decode(cfg, diff.fields)                 # the rule the state is keyed by
         fast_decode(diff, enc, cfg, f, language=language)
         runner = runner_for(diff, f)
         key = ("diffusion", runner.bucket(batch), block, cfg.commit_rule, True, fuse) + \
