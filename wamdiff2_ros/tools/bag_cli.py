@@ -117,7 +117,10 @@ def _register_replay(group) -> None:
     p = group.add_parser(
         "replay", help="publish a bag into the live ROS graph at recorded timing",
         description="Publish a bag's messages as recorded (raw CDR bytes) at recorded "
-                    "timing. Ctrl-C stops cleanly.")
+                    "timing, after checking them as bag eval does (a corrupt message, a "
+                    "non-image on a camera topic or repeated camera stamps: refused; a camera "
+                    "message the node would drop: skipped and counted; --as-is: unchecked). "
+                    "Ctrl-C stops cleanly.")
     p.add_argument("bag", help="bag: a rosbag2 directory or a .mcap / .db3 file")
     p.add_argument("--rate", type=float, default=1.0, help="speed factor (default 1.0)")
     p.add_argument("--topics", nargs="+", default=None, metavar="TOPIC",
@@ -134,6 +137,10 @@ def _register_replay(group) -> None:
                    help="bag topics that must have a subscriber before the first message")
     p.add_argument("--wait-timeout", type=float, default=30.0, metavar="S",
                    help="how long --wait-for waits (default 30 s)")
+    p.add_argument("--as-is", action="store_true",
+                   help="publish every message unchecked (to test a node with bad data); by "
+                        "default the bag is checked as bag eval checks it and camera "
+                        "messages the node would drop are skipped and counted")
     p.add_argument("--quiet", action="store_true", help="no progress line")
     p.set_defaults(func=_replay)
 
@@ -145,7 +152,7 @@ def _replay(args) -> int:
     config = _checked(ReplayConfig, bag=Path(args.bag), rate=args.rate,
                       topics=tuple(args.topics) if args.topics else None,
                       remaps=_checked(parse_remaps, args.remap), loop=args.loop,
-                      delay_s=args.delay, clock_hz=args.clock)
+                      delay_s=args.delay, clock_hz=args.clock, as_is=args.as_is)
     show = None if args.quiet else progress_printer(config.rate)
     result = replay(config, wait_for=tuple(args.wait_for), wait_timeout_s=args.wait_timeout,
                     progress=show)
@@ -154,6 +161,10 @@ def _replay(args) -> int:
             print(file=sys.stderr)
         how = "stopped (Ctrl-C)" if result.interrupted else "done"
         print(f"[replay] {how}: {result.messages} messages published", file=sys.stderr)
+    if result.skipped:
+        kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(result.skipped.items()))
+        print(f"note: skipped {sum(result.skipped.values())} camera messages the node would "
+              f"drop ({kinds}); --as-is publishes them", file=sys.stderr)
     return 0
 
 

@@ -24,8 +24,8 @@ from wamdiff2_core.decoding import DecodeConfig
 from wamdiff2_core.evaluation.open_loop import OpenLoopReport
 from wamdiff2_core.evaluation.scorers import SCORERS
 from wamdiff2_ros.node import outputs
-from wamdiff2_ros.tools.bag_frames import (BagFrame, FrameTopics, camera_document,
-                                           check_messages, read_frames)
+from wamdiff2_ros.tools.bag_frames import (BagFrame, FrameTopics, camera_document, check_bag,
+                                           read_frames)
 from wamdiff2_ros.tools.bag_io import (BagError, BagReader, BagWriter, publish_atomically,
                                        remove_stale_partials, remove_staged, staged_path,
                                        usable_path)
@@ -288,8 +288,7 @@ def run_eval(cfg: EvalConfig) -> dict:
     with BagReader(cfg.bag) as bag:
         topics = FrameTopics.resolve(bag, cfg.camera_topic, cfg.odometry_topic,
                                      cfg.command_topic, gt_path=cfg.gt_topic)
-        check_messages(bag, topics)
-        bag.check_stamps([topics.camera], strict=[topics.camera])
+        check_bag(bag, topics.names(), [topics.camera])
         camera = camera_document(bag, topics)
         predictor = load_predictor(cfg.checkpoint, cfg.decode, cfg.device)
         frames_tmp = staged_path(cfg.frames_dir) if cfg.frames_dir else None

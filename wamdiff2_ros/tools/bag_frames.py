@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import numpy as np
 from nav_msgs.msg import Odometry, Path
@@ -68,6 +68,11 @@ class FrameTopics:
     def describe(self) -> dict:
         return {k: v for k, v in self.__dict__.items()}
 
+    def names(self) -> list[str]:
+        """The topics this evaluation reads (the ones the bag has)."""
+        return [t for t in (self.camera, self.odometry, self.command, self.gt_path,
+                            self.gt_meta, self.camera_info, self.camera_json) if t]
+
 
 def _deserialize(raw: bytes, cls, topic: str, bag: BagReader, index: int | None = None):
     """A message of ``cls`` from CDR bytes; BagError when the bytes are not one."""
@@ -80,18 +85,58 @@ def _deserialize(raw: bytes, cls, topic: str, bag: BagReader, index: int | None 
                        f"({type(exc).__name__})") from None
 
 
-def check_messages(bag: BagReader, topics: FrameTopics) -> None:
-    """BagError naming the first message of the topics an evaluation reads whose CDR bytes
-    do not deserialize (a corrupt message fails here, before any model loads)."""
-    names = (topics.camera, topics.odometry, topics.command, topics.gt_path, topics.gt_meta,
-             topics.camera_info, topics.camera_json)
-    classes = {n: message_class(bag.topics[n].msgtype, n) for n in dict.fromkeys(names)
-               if n in bag.topics}
+def camera_rgb(msg) -> np.ndarray:
+    """The (H, W, 3) RGB image of an Image or CompressedImage message, converted exactly as
+    the node converts it; BadInput (the node's reason) for one the node would drop."""
+    return image_to_rgb(msg) if isinstance(msg, Image) else compressed_to_rgb(msg)
+
+
+def named_as_camera(name: str) -> bool:
+    """Whether a topic name says it carries camera frames (``.../image_raw``,
+    ``.../image``, either with ``/compressed``: the image_transport convention, the
+    simulator's and the node's camera inputs)."""
+    parts = name.rstrip("/").split("/")
+    if parts[-1] == "compressed":
+        parts = parts[:-1]
+    return parts[-1] in ("image_raw", "image")
+
+
+def check_camera_names(bag: BagReader, names: dict[str, str]) -> list[str]:
+    """The camera topics among bag topics ``names`` (bag name -> published name): those of an
+    image type. BagError, as `bag eval` refuses its camera topic, for a topic whose bag or
+    published name is a camera's (``named_as_camera``) but whose type is not an image type
+    (a String on the camera topic)."""
+    for name, published in names.items():
+        if named_as_camera(name) or named_as_camera(published):
+            bag.require_topic(name, *CAMERA_TYPES)
+    return [n for n in names if bag.topics[n].msgtype in CAMERA_TYPES]
+
+
+def check_bag(bag: BagReader, topics: Iterable[str], cameras: Iterable[str],
+              ordered: Iterable[str] = (), images: bool = False
+              ) -> dict[tuple[str, int], BadInput]:
+    """What `bag eval` and `bag replay` check before using a bag (one definition).
+
+    BagError when the header stamps of a camera topic do not strictly increase (a repeated
+    or backwards stamp), those of an ``ordered`` topic go backwards, or a message of
+    ``topics`` does not deserialize as its type (named by topic and index). With
+    ``images``: the camera messages the node would drop (``camera_rgb``: garbage or short
+    image data, an unknown encoding ...), as {(topic, index in that topic): BadInput}."""
+    topics, cameras = list(dict.fromkeys(topics)), list(cameras)
+    bag.check_stamps(list(dict.fromkeys([*cameras, *ordered])), strict=cameras)
+    classes = {n: message_class(bag.topics[n].msgtype, n) for n in topics if n in bag.topics}
     count: dict[str, int] = {}
+    unusable: dict[tuple[str, int], BadInput] = {}
     for topic, _, _, raw in bag.messages(list(classes)):
         index = count.get(topic, 0)
         count[topic] = index + 1
-        _deserialize(raw, classes[topic], topic, bag, index)
+        msg = _deserialize(raw, classes[topic], topic, bag, index)
+        if images and topic in cameras:
+            try:
+                camera_rgb(msg)
+            except BadInput as exc:
+                unusable[(topic, index)] = exc
+    return unusable
 
 
 def _find_camera(bag: BagReader) -> str:
@@ -202,7 +247,6 @@ def read_frames(bag: BagReader, topics: FrameTopics, default_command: str = "str
     tracker = OdometryTracker()
     command = default_command
     msg_class = Image if topics.camera_type == TYPES["image"] else CompressedImage
-    to_rgb = image_to_rgb if msg_class is Image else compressed_to_rgb
     wanted = [t for t in (topics.camera, topics.odometry, topics.command) if t]
     index = 0
     for topic, _, log_ns, raw in bag.messages(wanted):
@@ -219,7 +263,7 @@ def read_frames(bag: BagReader, topics: FrameTopics, default_command: str = "str
             msg = _deserialize(raw, msg_class, topic, bag, index)
             rgb, bad = None, None
             try:
-                rgb = to_rgb(msg)
+                rgb = camera_rgb(msg)
             except BadInput as exc:
                 bad = exc
             stamp = header_stamp_ns(raw)

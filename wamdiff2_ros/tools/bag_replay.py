@@ -3,8 +3,13 @@
 Messages are published as the recorded CDR bytes (`Publisher.publish(bytes)`), never
 re-serialised. Publishers are reliable (they serve reliable and best-effort subscribers
 alike, and large frames arrive with this DDS) and keep a topic's recorded
-transient-local durability. Before the first message the whole selection is checked:
-every topic exists and its type is installed, and header stamps never go backwards. With
+transient-local durability. Before the first message the whole selection is checked as
+`bag eval` checks what it reads (`bag_frames.check_bag`, one definition): every topic exists
+and its type is installed, every message deserializes, a topic named as a camera carries
+images, camera stamps strictly increase and other header stamps never go backwards (each a
+BagError); a camera message the node would drop (garbage or short image data ...) is
+skipped and counted. `as_is` (`--as-is`) publishes the bag as it is, unchecked, for testing
+a node with bad data. With
 `clock_hz` (`--clock`) the replay also publishes the bag's time on /clock (rosgraph_msgs/
 Clock, at that rate and before every message, scaled like the messages), so nodes with
 `use_sim_time` run on bag time; a loop starts the clock again at the bag's start.
@@ -13,6 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -20,6 +26,8 @@ from typing import Callable
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rosbags.interfaces import QosDurability
 
+from wamdiff2_ros.node.bad_input import BadInput
+from wamdiff2_ros.tools.bag_frames import check_bag, check_camera_names
 from wamdiff2_ros.tools.bag_io import BagError, BagReader, TopicInfo, message_class
 
 DEFAULT_DEPTH = 10
@@ -36,6 +44,7 @@ class ReplayConfig:
     loop: bool = False
     delay_s: float = 0.0                           # pause after the publishers exist
     clock_hz: float = 0.0                          # /clock publications a second; 0: none
+    as_is: bool = False                            # publish unchecked (bad data included)
 
     def __post_init__(self) -> None:
         if not self.rate > 0:
@@ -55,12 +64,14 @@ class ReplayProgress:
     bag_duration_s: float = 0.0
     loops: int = 0
     interrupted: bool = False
+    skipped: Counter = field(default_factory=Counter)   # BadInput kind -> messages skipped
 
     def line(self, rate: float) -> str:
         pct = 100.0 * self.bag_elapsed_s / self.bag_duration_s if self.bag_duration_s else 100.0
         loop = f"  loop {self.loops + 1}" if self.loops else ""
+        skipped = f"  {sum(self.skipped.values())} skipped" if self.skipped else ""
         return (f"[replay] {self.bag_elapsed_s:7.2f} / {self.bag_duration_s:.2f} s "
-                f"({pct:5.1f}%)  {self.messages} msgs  x{rate:g}{loop}")
+                f"({pct:5.1f}%)  {self.messages} msgs{skipped}  x{rate:g}{loop}")
 
 
 def progress_printer(rate: float, stream=None, every_s: float = 5.0
@@ -102,8 +113,9 @@ OnPublish = Callable[[str, int, bytes, float], None]   # (bag topic, log ns, raw
 class BagPlayer:
     """Publishers for a bag's selected topics on `node`, and the timed loop feeding them.
 
-    Construction validates the bag (BagError on a missing topic, an uninstalled type or
-    backwards header stamps) and creates the publishers; `play` publishes.
+    Construction validates the bag (BagError on a missing topic or an uninstalled type,
+    and unless `config.as_is` what `bag_frames.check_bag` refuses) and creates the
+    publishers; `play` publishes, skipping the camera messages in `unusable`.
     """
 
     def __init__(self, node, bag: BagReader, config: ReplayConfig,
@@ -117,7 +129,10 @@ class BagPlayer:
         if unknown:
             raise BagError(f"--remap names topics that are not replayed: {', '.join(unknown)}")
         classes = {n: message_class(bag.topics[n].msgtype, n) for n in names}
-        bag.check_stamps(names)
+        self.unusable: dict[tuple[str, int], BadInput] = {}
+        if not config.as_is:
+            cameras = check_camera_names(bag, {n: config.remaps.get(n, n) for n in names})
+            self.unusable = check_bag(bag, names, cameras, ordered=names, images=True)
         self.topics = names
         self.publishers = {}
         for name in names:
@@ -169,8 +184,14 @@ class BagPlayer:
             clock_period = 1.0 / self.config.clock_hz if self._clock is not None else None
             while not stop.is_set():
                 start_wall, first_ns, next_clock = time.monotonic(), None, 0.0
+                index: Counter = Counter()
                 for topic, _, log_ns, raw in self.bag.messages(self.topics):
                     first_ns = log_ns if first_ns is None else first_ns
+                    index[topic] += 1
+                    bad = self.unusable.get((topic, index[topic] - 1))
+                    if bad is not None:
+                        state.skipped[bad.kind] += 1
+                        continue
                     target = start_wall + (log_ns - first_ns) * 1e-9 / self.config.rate
                     while not stop.is_set():
                         now = time.monotonic()

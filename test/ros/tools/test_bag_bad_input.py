@@ -87,7 +87,8 @@ def test_symlink_loops(small_bag, tmp_path, capsys):
     out_loop = out_dir / "out.mcap"
     os.symlink("out.mcap", out_loop)
     code, err = run_cli(eval_argv(small_bag, out_dir), capsys)
-    assert_one_sentence(code, err, f"output {out_loop} is a symbolic link loop")
+    assert_one_sentence(code, err, f"--out {out_loop} cannot be used: it is a symbolic link "
+                                   "loop")
     assert sorted(p.name for p in out_dir.iterdir()) == ["out.mcap"]
     out_loop.unlink()
     assert_evaluates(small_bag, out_dir, capsys)
