@@ -12,6 +12,7 @@ import threading
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
@@ -22,8 +23,9 @@ _RANK = {OK: 0, WARN: 1, ERROR: 2}
 
 # Counters every report carries (zero until they happen), in this order.
 COUNTERS = ("frames_received", "odometry_received", "frames_planned", "paths_published",
-            "fallback_paths", "dropped_frames", "stale_frames", "future_frames", "parse_failures", "model_errors",
-            "plan_timeouts", "bad_input", "questions_answered", "questions_refused")
+            "fallback_paths", "dropped_frames", "stale_frames", "future_frames",
+            "parse_failures", "model_errors", "plan_timeouts", "bad_input",
+            "questions_answered", "questions_refused", "answer_failures")
 
 #: Lifecycle state -> the level it stands for (only `active` plans; a failed configure and
 #: `finalized` will not plan until someone acts).
@@ -144,3 +146,26 @@ def diagnostic_array(stats: NodeStats, name: str, hardware_id: str, stamp,
         message=(summary_message if message is None else message)[:MAX_MESSAGE_CHARS],
         values=stats.values())
     return DiagnosticArray(header=Header(stamp=stamp), status=[status])
+
+
+class Reporter:
+    """Counts each problem, logs it (throttled: `log`, a ThrottledLog) and publishes
+    /diagnostics at once; `build(level, message)` makes the node's DiagnosticArray."""
+
+    def __init__(self, publisher, stats: NodeStats, log,
+                 build: Callable[[bytes | None, str | None], DiagnosticArray]):
+        self._publisher, self.stats, self.log, self._build = publisher, stats, log, build
+
+    def report(self, level: bytes | None = None, message: str | None = None) -> None:
+        """Publish the node's DiagnosticArray now (the worst recent problem unless given)."""
+        try:
+            self._publisher.publish(self._build(level, message))
+        except Exception:  # noqa: BLE001 - the context may be shutting down
+            pass
+
+    def problem(self, level: bytes, kind: str, message: str, bad_input: bool = False) -> None:
+        """Count `kind` (and `bad_input`), log it and report it with its own level."""
+        self.stats.problem(level, kind, message, bad_input=bad_input)
+        self.log.at(level == ERROR, kind, f"dropped input: {message}" if bad_input
+                    else message)
+        self.report(level, f"{kind}: {message}")

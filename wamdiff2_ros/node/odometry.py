@@ -25,6 +25,8 @@ from wamdiff2_ros.node.bad_input import BadInput
 RESET_JUMP_S = 1.0
 #: Successive stamps closer than this give no acceleration estimate (the previous one stays).
 MIN_ACCEL_DT_S = 1e-3
+#: A quaternion shorter than this has no direction to read a yaw from (an unset pose).
+MIN_QUATERNION_NORM = 1e-3
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,8 @@ def yaw_from_quaternion(x: float, y: float, z: float, w: float) -> float:
 
 def sample_from_msg(msg, max_speed_mps: float = math.inf) -> OdometrySample:
     """A nav_msgs/Odometry as an OdometrySample; BadInput if any number used is not finite
-    (``odometry_nonfinite``) or the speed exceeds `max_speed_mps` (``odometry_implausible``)."""
+    (``odometry_nonfinite``), the orientation is no rotation (``odometry_orientation``: the
+    zero quaternion) or the speed exceeds `max_speed_mps` (``odometry_implausible``)."""
     pose, twist = msg.pose.pose, msg.twist.twist
     q = pose.orientation
     numbers = {"position.x": pose.position.x, "position.y": pose.position.y,
@@ -63,8 +66,12 @@ def sample_from_msg(msg, max_speed_mps: float = math.inf) -> OdometrySample:
     bad = [name for name, value in numbers.items() if not math.isfinite(value)]
     if bad:
         raise BadInput("odometry_nonfinite", f"odometry has non-finite {', '.join(bad)}")
-    if q.x == q.y == q.z == q.w == 0.0:
-        raise BadInput("odometry_nonfinite", "odometry orientation is the zero quaternion")
+    norm = math.sqrt(q.x * q.x + q.y * q.y + q.z * q.z + q.w * q.w)
+    if norm < MIN_QUATERNION_NORM:
+        raise BadInput("odometry_orientation", f"odometry orientation ({q.x:g}, {q.y:g}, "
+                                               f"{q.z:g}, {q.w:g}) is no rotation (norm "
+                                               f"{norm:.3g}; the zero quaternion of an unset "
+                                               "pose?)")
     try:
         check_speed((twist.linear.x, twist.linear.y), max_speed_mps, "odometry speed")
     except ImplausibleMotion as exc:

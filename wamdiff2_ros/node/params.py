@@ -24,12 +24,12 @@ from typing import Any, Callable, Mapping
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 
 from wamdiff2_core.decoding import COMMIT_RULES, DecodeConfig
-from wamdiff2_core.decoding.config import BACKENDS, DEFAULT_BACKEND, DEFAULT_DECODE
+from wamdiff2_core.decoding.config import BACKENDS, DEFAULT_BACKEND
 from wamdiff2_core.tasks import COMMANDS
 
 TASKS = ("planning", "detection", "qa")
 IMAGE_TRANSPORTS = ("raw", "compressed")
-INPUT_QOS = ("auto", "reliable", "sensor_data")
+INPUT_QOS = ("best_effort", "reliable")      # camera_qos, odometry_qos (qos.py)
 FALLBACKS = ("last_plan", "stop")
 DTYPES = ("", "float32", "bfloat16", "float16")
 _DEVICE = re.compile(r"^(cpu|cuda(:\d+)?|mps)$")
@@ -72,8 +72,8 @@ def _none_if_true(v: bool) -> bool | None:
     return None if v else False
 
 
-def _rule_or_default(v: str) -> str:
-    return v or DEFAULT_DECODE.commit_rule
+def _rule_or_none(v: str) -> str | None:
+    return v or None
 
 
 # DecodeConfig field -> (ROS default, description, range, ROS value -> field value)
@@ -82,12 +82,15 @@ _DECODE: dict[str, tuple[Any, str, tuple | None, Callable[[Any], Any]]] = {
                       "checkpoint's own", (0, 256), _none_if_zero),
     "steps_per_block": (0, "Denoising step budget per block; 0: one step per position",
                         (0, 1024), _none_if_zero),
-    "threshold": (0.9, "Confidence at which the dynamic, budget, leftmost and frontier rules "
-                       "commit a position (0 < threshold <= 1)", (0.0, 1.0), float),
-    "commit_rule": ("", "Which masked positions each denoising step commits; empty: the "
-                        "checkpoint's recommended rule and threshold (the bundled model: "
-                        "low_confidence_frontier at 0.95), else low_confidence_dynamic at "
-                        "decode.threshold", None, _rule_or_default),
+    "threshold": (0.0, "Confidence at which the dynamic, budget, leftmost and frontier rules "
+                       "commit a position (0 < threshold <= 1); 0: not chosen (the "
+                       "checkpoint's, with its rule, where no rule or step budget is set "
+                       "either; else 0.9)", (0.0, 1.0), _none_if_zero),
+    "commit_rule": ("", "Which masked positions each denoising step commits; empty: not "
+                        "chosen (the checkpoint's recommended rule and threshold where no "
+                        "threshold or step budget is set either, the bundled model: "
+                        "low_confidence_frontier at 0.95; else low_confidence_dynamic)", None,
+                    _rule_or_none),
     "temperature": (0.0, "Sampling temperature; 0: greedy", (0.0, 10.0), float),
     "max_new_tokens": (128, "Longest answer in tokens", (1, 4096), int),
     "seed": (0, "Sampling seed (used when temperature > 0)", (0, _INT32_MAX), int),
@@ -160,7 +163,7 @@ PARAMS: tuple[ParamSpec, ...] = (
                                           "this speed allows (rounded up to whole seconds); "
                                           "0: the parser's whole range (docs/decoding.md)",
               "decode", float_range=(0.0, 1000.0)),
-    ParamSpec("backend", DEFAULT_BACKEND, "Decoder backend (wamdiff2_core.decoding.backends): "
+    ParamSpec("backend", DEFAULT_BACKEND, "Decoder backend (wamdiff2_core.decoding.engine): "
                                  "fast (static KV cache; CUDA graphs on a GPU) or reference "
                                  "(eager, the ground truth); same tokens", "decode",
               choices=BACKENDS),
@@ -177,12 +180,13 @@ PARAMS: tuple[ParamSpec, ...] = (
               choices=IMAGE_TRANSPORTS),
     ParamSpec("cameras", ["front"], "Camera names; the first one triggers planning. With "
                                     "several, topics are ~/input/<name>/image", "io"),
-    ParamSpec("camera_qos", "auto", "auto: match the camera publishers' reliability and "
-                                    "durability (re-checked every second); reliable: keep last "
-                                    "1; sensor_data: best effort, keep last 5", "io",
+    ParamSpec("camera_qos", "best_effort", "best_effort: keep last 1, connects to reliable "
+                                           "and best-effort drivers alike; reliable: keep "
+                                           "last 1, for a reliable driver under a DDS setting "
+                                           "that loses best-effort full-size frames", "io",
               choices=INPUT_QOS),
-    ParamSpec("odometry_qos", "auto", "auto | reliable | sensor_data, as camera_qos (depth 10 "
-                                      "for reliable)", "io", choices=INPUT_QOS),
+    ParamSpec("odometry_qos", "best_effort", "best_effort | reliable, as camera_qos (keep "
+                                             "last 10)", "io", choices=INPUT_QOS),
     ParamSpec("max_planning_rate_hz", 0.0, "Plan at most this often; 0: as fast as the "
                                            "model allows", "live", float_range=(0.0, 100.0)),
     ParamSpec("max_input_age_s", 1.0, "Drop frames older than this (node clock minus image "
@@ -208,6 +212,9 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("input_timeout_s", 2.0, "/diagnostics warns when the camera or the odometry has "
                                       "been silent this long while active; 0: never", "live",
               float_range=(0.0, 3600.0)),
+    ParamSpec("input_timeout_error_s", 10.0, "The warning of a silent camera or odometry "
+                                             "becomes an error past this long; 0: never",
+              "live", float_range=(0.0, 3600.0)),
     ParamSpec("fallback", "last_plan", "When a planned frame has no valid plan (model error, "
                                        "timeout, unparsed answer, stale odometry): last_plan "
                                        "(the last valid plan re-timed to the frame while it "
@@ -256,7 +263,6 @@ class NodeConfig:
     fields: dict[str, Any]          # diffusion fields given by `model.*` / decode.block_size
     decode: DecodeConfig
     plan_decode: DecodeConfig | None  # planning answers' settings; None: `decode`
-    checkpoint_rule: bool           # decode.commit_rule "": the checkpoint's rule may apply
     plan_max_speed: float | None    # the planning language's envelope, m/s; None: none
     backend: str
     tasks: frozenset[str]
@@ -273,6 +279,7 @@ class NodeConfig:
     max_speed_mps: float
     max_accel_mps2: float
     input_timeout_s: float
+    input_timeout_error_s: float
     fallback: str
     fallback_max_age_s: float
     stop_decel_mps2: float
@@ -288,8 +295,8 @@ class NodeConfig:
 
 
 _FLOATS = ("max_planning_rate_hz", "max_input_age_s", "plan_timeout_s", "max_future_s",
-           "max_odometry_age_s", "max_speed_mps", "max_accel_mps2", "input_timeout_s", "fallback_max_age_s",
-           "stop_decel_mps2", "log_throttle_s")
+           "max_odometry_age_s", "max_speed_mps", "max_accel_mps2", "input_timeout_s",
+           "input_timeout_error_s", "fallback_max_age_s", "stop_decel_mps2", "log_throttle_s")
 _INTS = ("max_question_chars", "max_question_tokens", "max_command_chars", "max_image_pixels",
          "max_echo_chars")
 
@@ -341,7 +348,7 @@ def decode_values(decode: DecodeConfig) -> dict[str, Any]:
     `constrained=True`, which no parameter gives, reads as true)."""
     values = {field: getattr(decode, field) for field in _DECODE}
     return {f"decode.{field}": (value is not False if field == "constrained" else
-                                0 if value is None else value)
+                                _DECODE[field][0] if value is None else value)
             for field, value in values.items()}
 
 
@@ -376,7 +383,6 @@ def node_config(values: Mapping[str, Any]) -> NodeConfig:
         fields=model_fields(values),
         decode=decode,
         plan_decode=plan_decode_config(values, decode),
-        checkpoint_rule=values["decode.commit_rule"] == "",
         plan_max_speed=float(values["plan_max_speed_mps"]) or None,
         backend=values["backend"],
         tasks=frozenset(tasks),

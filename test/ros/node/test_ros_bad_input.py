@@ -97,11 +97,11 @@ def test_bad_raw_images_odometry_commands_and_model_errors(running):
     def image(msg):
         return lambda: client.image_pub.publish(msg)
 
-    def odometry(value):
+    def odometry(value, w=1.0):
         def send():
             msg = Odometry()
             msg.header.stamp = stamp_msg(client.now())
-            msg.pose.pose.orientation.w = 1.0
+            msg.pose.pose.orientation.w = w
             msg.twist.twist.linear.x = value
             client.odometry_pub.publish(msg)
         return send
@@ -117,6 +117,7 @@ def test_bad_raw_images_odometry_commands_and_model_errors(running):
         (image(_raw(360, 640, size=0)), "image_data_short", WARN),
         (odometry(math.nan), "odometry_nonfinite", WARN),
         (odometry(math.inf), "odometry_nonfinite", WARN),
+        (odometry(1.0, w=0.0), "odometry_orientation", WARN),      # the zero quaternion
         # A valid Image the model cannot take (aspect ratio 320): an exception inside it.
         (model_breaker, "model_errors", ERROR),
     ]
@@ -128,7 +129,7 @@ def test_bad_raw_images_odometry_commands_and_model_errors(running):
                        "command_unknown", WARN, good)
     assert status.text.startswith("straight:"), status.text   # the default command
     values = diag_values(client.messages("diagnostics")[-1][1])
-    assert int(values["bad_input"]) >= 8 and int(values["frames_planned"]) >= len(cases)
+    assert int(values["bad_input"]) >= 9 and int(values["frames_planned"]) >= len(cases)
 
 
 def test_limits_refuse_and_the_next_good_input_works(running):

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import pytest
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.qos import DurabilityPolicy, ReliabilityPolicy
 
 from wamdiff2_ros.node import qos
 from wamdiff2_ros.node.bad_input import BadInput
@@ -84,30 +84,15 @@ def test_throttled_log_writes_one_line_per_kind_per_period():
                                       "not logged)")
 
 
-def _offer(reliable: bool, transient: bool = False) -> QoSProfile:
-    return QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE if reliable
-                      else ReliabilityPolicy.BEST_EFFORT,
-                      durability=DurabilityPolicy.TRANSIENT_LOCAL if transient
-                      else DurabilityPolicy.VOLATILE)
-
-
-@pytest.mark.parametrize("offers,keep_state,reliable,transient", [
-    ([], False, False, False),                          # none yet: matches anything
-    ([_offer(True)], False, True, False),
-    ([_offer(False)], False, False, False),             # a best-effort camera driver
-    ([_offer(True), _offer(False)], False, False, False),
-    ([_offer(True, True)], True, True, True),           # a latched command
-    ([_offer(True, True)], False, True, False),         # questions never replay old ones
-    ([_offer(True, True), _offer(True)], True, True, False),
-])
-def test_auto_requests_what_every_publisher_offers(offers, keep_state, reliable, transient):
-    profile = qos.match_publishers(offers, depth=1, keep_state=keep_state)
-    assert (profile.reliability == ReliabilityPolicy.RELIABLE) == reliable
-    assert (profile.durability == DurabilityPolicy.TRANSIENT_LOCAL) == transient
-    assert profile.depth == 1
-
-
-def test_explicit_choices_are_kept():
-    assert qos.explicit_profile("reliable", 1).reliability == ReliabilityPolicy.RELIABLE
-    assert qos.explicit_profile("sensor_data", 1).reliability == \
+def test_the_input_profiles_connect_to_the_publishers_drivers_use():
+    """Best effort (the default) connects to reliable and best-effort publishers alike; the
+    latched command subscription asks for what a latched publisher keeps."""
+    assert qos.input_qos("best_effort", qos.CAMERA_DEPTH).reliability == \
         ReliabilityPolicy.BEST_EFFORT
+    assert qos.input_qos("reliable", qos.ODOMETRY_DEPTH).reliability == \
+        ReliabilityPolicy.RELIABLE
+    assert qos.input_qos("best_effort", qos.CAMERA_DEPTH).depth == 1
+    assert qos.COMMAND_ANY_QOS.reliability == ReliabilityPolicy.BEST_EFFORT
+    assert qos.COMMAND_LATCHED_QOS.durability == DurabilityPolicy.TRANSIENT_LOCAL
+    assert qos.QUESTION_QOS.durability == DurabilityPolicy.VOLATILE       # never replayed
+    assert qos.describe(qos.COMMAND_LATCHED_QOS) == "reliable, transient local, depth 1"

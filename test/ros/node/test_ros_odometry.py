@@ -78,8 +78,14 @@ def test_non_finite_odometry_is_rejected_and_state_kept(field, value):
 def test_zero_quaternion_and_out_of_order_messages_are_rejected():
     msg = _odom(1.0)
     msg.pose.pose.orientation.w = 0.0
-    with pytest.raises(BadInput, match="zero quaternion"):
+    with pytest.raises(BadInput, match="zero quaternion") as info:
         sample_from_msg(msg)
+    assert info.value.kind == "odometry_orientation"       # its own counter, refused
+    msg.pose.pose.orientation.w = 1e-6
+    with pytest.raises(BadInput, match="no rotation"):
+        sample_from_msg(msg)
+    msg.pose.pose.orientation.w = 0.5                      # not normalised: still a rotation
+    assert sample_from_msg(msg).yaw == 0.0
     tracker = OdometryTracker()
     tracker.update(sample_from_msg(_odom(2.0)))
     with pytest.raises(BadInput) as info:

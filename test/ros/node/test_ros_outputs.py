@@ -192,6 +192,23 @@ def test_silent_inputs_are_standing_warnings_while_planning():
     assert health.silent({"camera0": "/cam"}, 0.001) == []
 
 
+def test_a_long_silence_escalates_from_warning_to_error():
+    import time
+
+    from wamdiff2_ros.node.diagnostics import ERROR, WARN
+    from wamdiff2_ros.node.health import InputHealth
+
+    health = InputHealth()
+    health.start()
+    time.sleep(0.05)
+    (warning,) = health.silent({"camera0": "/cam"}, 0.01, error_s=10.0)
+    assert warning[0] == WARN and "input_timeout_s 0.01" in warning[1]
+    (error,) = health.silent({"camera0": "/cam"}, 0.01, error_s=0.02)
+    assert error[0] == ERROR and "input_timeout_error_s 0.02" in error[1]
+    (warning,) = health.silent({"camera0": "/cam"}, 0.01, error_s=0.0)   # 0: never ERROR
+    assert warning[0] == WARN
+
+
 def test_problems_age_out_of_the_status_level():
     stats = NodeStats(window_s=0.0)
     stats.state = "active"

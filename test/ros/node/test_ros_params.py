@@ -14,6 +14,7 @@ from rclpy.parameter import Parameter
 from ros_harness import FAST_TINY, PARAMS_FILE
 
 from wamdiff2_core.decoding import DecodeConfig
+from wamdiff2_core.decoding.config import resolve_decode
 from wamdiff2_core.tasks.languages import planning_language
 from wamdiff2_ros.node import params
 from wamdiff2_ros.node.planner_node import PlannerNode, main
@@ -85,7 +86,7 @@ def test_every_parameter_has_a_description_and_numbers_have_ranges():
     ("cameras", ["front", "front left"], "front left"),
     ("cameras", [], "cameras"),
     ("decode.commit_rule", "bogus", "decode.commit_rule"),
-    ("decode.threshold", 0.0, "decode.threshold"),
+    ("decode.threshold", 1.5, "decode.threshold"),
     ("planning_decode.commit_rule", "bogus", "planning_decode.commit_rule"),
     ("planning_decode.steps_per_block", -2, "planning_decode.steps_per_block"),
     ("default_command", "reverse", "default_command"),
@@ -161,8 +162,8 @@ def _runtime_changes(node) -> bool:
             Parameter("decode.threshold", value=0.5),
             Parameter("decode.commit_rule", value="bogus")])
         assert not result.successful and "commit_rule" in result.reason
-        assert node.get_parameter("decode.threshold").value == 0.9
-        assert node.config.decode.threshold == 0.9 and node._planner is planner
+        assert node.get_parameter("decode.threshold").value == 0.0
+        assert node.config.decode.threshold is None and node._planner is planner
 
         # A new model or new subscriptions only while unconfigured.
         for name, value in (("checkpoint", "small"), ("image_transport", "compressed")):
@@ -177,8 +178,8 @@ def _runtime_changes(node) -> bool:
         assert result.successful, result.reason
         assert node._planner is not planner and node._planner.model is planner.model
         assert node._planner.decode.block_size == 8 and node._planner.decode.threshold == 0.7
-        assert node.config.decode == node._planner.decode
-        assert node._planner.plan_decode is None
+        assert resolve_decode(node.config.decode, planner.model.fields) == node._planner.decode
+        assert node._planner.plan_decode == node._planner.decode      # none of its own
 
         # Planning-only settings: a planner whose plans use them, questions the others.
         result = node.set_parameters_atomically([
@@ -295,18 +296,23 @@ def test_detection_without_vision_msgs_is_a_standing_warning(context, monkeypatc
         node.destroy_node()
 
 
-def test_each_input_topic_is_handled_in_order_on_its_own_callback_group(context):
-    """One mutually exclusive group per topic: two odometry messages are never converted on
-    two executor threads at once (the later could finish first and be refused as out of
-    order), while a camera frame's conversion does not hold odometry up."""
-    from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+def test_inputs_are_subscribed_once_with_fixed_qos_and_one_timer(context):
+    """The stock shape: subscriptions made at activation with fixed profiles (no QoS timer
+    re-creating them), the diagnostics summary the one timer; one executor thread runs every
+    callback, so one topic's messages are handled in arrival order."""
+    from rclpy.qos import DurabilityPolicy, ReliabilityPolicy
 
-    node = _node(context, cameras=["front", "left"])
+    node = _node(context, cameras=["front", "left"], max_odometry_age_s=0.5)
     try:
         node._subscribe()
-        groups = [sub.subscription.callback_group for sub in node._subscriptions_io]
-        assert len(groups) == 5                        # 2 cameras, odometry, command, question
-        assert all(isinstance(g, MutuallyExclusiveCallbackGroup) for g in groups)
-        assert len({id(g) for g in groups}) == len(groups)
+        subs = {(s.topic_name, s.qos_profile.reliability, s.qos_profile.durability)
+                for s in node._inputs}
+        assert len(node._inputs) == 6       # 2 cameras, odometry, 2 command, question
+        assert ("/wamdiff2_planner/input/front/image", ReliabilityPolicy.BEST_EFFORT,
+                DurabilityPolicy.VOLATILE) in subs
+        assert ("/wamdiff2_planner/input/command", ReliabilityPolicy.RELIABLE,
+                DurabilityPolicy.TRANSIENT_LOCAL) in subs
+        assert set(node._input_topics) == {"camera0", "camera1", "odometry"}
+        assert len(list(node.timers)) == 1
     finally:
         node.destroy_node()

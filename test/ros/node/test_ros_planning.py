@@ -1,9 +1,11 @@
-"""The worker-side handler on planner results, in process.
+"""The planning path and its publishing, in process: a frame -> one outcome -> one publish.
 
 `ScriptedPlanner` stands in for `Planner` with the same methods, returning real
 `PlanResult`s / raising the real `AnswerParseError` and `PromptTooLong`, so every branch of
-the ROS side (a plan, each fallback, a timeout) is tested without waiting for a model. The
-same paths run over DDS with the bundled model in test_ros_node_io.py.
+the ROS side (a plan, each fallback, a timeout, a refusal) is tested without waiting for a
+model; `RecordingNode` stands in for the node as the factory of the result publishers and
+keeps what each publishes. The same paths run over DDS with the bundled model in
+test_ros_node_io.py.
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import logging
 import math
 import threading
 import time
+from collections import defaultdict
 from dataclasses import replace
 
 import numpy as np
@@ -25,12 +28,12 @@ from wamdiff2_core.planner import AnswerResult, DetectResult, PlanResult
 from wamdiff2_core.tasks import AnswerParseError, Detection
 from wamdiff2_core.types import PromptTooLong
 from wamdiff2_ros.node import outputs, params
-from wamdiff2_ros.node.diagnostics import NodeStats
-from wamdiff2_ros.node.fallback import LastPlan
+from wamdiff2_ros.node.diagnostics import NodeStats, Reporter
 from wamdiff2_ros.node.logs import ThrottledLog
 from wamdiff2_ros.node.odometry import OdometrySample, OdometryTracker
-from wamdiff2_ros.node.planning import Outputs, PlanningHandler
-from wamdiff2_ros.node.worker import Frame
+from wamdiff2_ros.node.planning import Planning
+from wamdiff2_ros.node.publishing import NodeOutputs, run_job
+from wamdiff2_ros.node.worker import Frame, FrameJob, QuestionJob, Settings
 
 WAYPOINTS = np.array([[2.0 * (i + 1), 0.1 * (i + 1)] for i in range(8)])
 
@@ -56,18 +59,49 @@ class ScriptedPlanner:
         return AnswerResult(f"answer to {question}", DecodeStats())
 
 
-class Recorder:
-    def __init__(self):
-        self.sent: dict[str, list] = {k: [] for k in ("path", "markers", "answer",
-                                                       "detections", "status", "report",
-                                                       "stats")}
+class _Publisher:
+    def __init__(self, sent: list):
+        self._sent = sent
 
-    def outputs(self) -> Outputs:
-        return Outputs(*(lambda msg, k=k: self.sent[k].append(msg)
-                         for k in ("path", "markers", "answer", "detections", "status")),
-                       report=lambda level, message: self.sent["report"].append(
-                           (level, message)),
-                       stats=self.sent["stats"].append)
+    def publish(self, msg) -> None:
+        self._sent.append(msg)
+
+
+class RecordingNode:
+    """The node as NodeOutputs sees it: a factory of publishers, each keeping what it is
+    given under its topic's last name (path, markers, answer, status, stats, detections,
+    processing_time_ms)."""
+
+    def __init__(self):
+        self.sent: dict[str, list] = defaultdict(list)
+
+    def create_lifecycle_publisher(self, msg_type, topic: str, qos):
+        return _Publisher(self.sent[topic.rsplit("/", 1)[-1]])
+
+
+class Recorder:
+    """One node's planning path wired as the node wires it; `sent` holds every message and
+    `sent["report"]` each immediate /diagnostics report as (level, message)."""
+
+    def __init__(self, planner, config, odometry=None, command="left", logger=None):
+        self.node, self.stats = RecordingNode(), NodeStats()
+        self.sent = self.node.sent
+        log = ThrottledLog(logger or logging.getLogger("test"), lambda: 0.0)
+        self.reporter = Reporter(_Publisher(self.sent["report"]), self.stats, log,
+                                 lambda level, message: (level, message))
+        odometry = odometry or OdometryTracker()
+        self.outputs = NodeOutputs(self.node, self.stats, self.reporter, odometry,
+                                   "/wamdiff2_planner: planner")
+        self.now = 0.0
+        self.planning = Planning(odometry, lambda: self.now, log)
+        self.settings = Settings(config, planner, command)
+
+    def on_frame(self, frame: Frame, now_s: float) -> None:
+        self.now = now_s
+        run_job(FrameJob(frame, (), self.settings), self.planning, self.outputs)
+
+    def on_question(self, question: str, frame: Frame) -> None:
+        run_job(QuestionJob(question, frame, self.settings), self.planning, self.outputs)
 
     def sources(self) -> list[tuple[str, str]]:
         """(source, reason) of every ~/output/status message sent."""
@@ -95,12 +129,8 @@ def _frame(stamp: float) -> Frame:
 
 
 def _handler(planner, config, odometry=None, command="left", logger=None):
-    rec, stats = Recorder(), NodeStats()
-    log = ThrottledLog(logger or logging.getLogger("test"), lambda: 0.0)
-    handler = PlanningHandler(lambda: planner, lambda: config, lambda: command,
-                              odometry or OdometryTracker(), stats, rec.outputs(), log,
-                              LastPlan(), lambda: "/wamdiff2_planner: planner")
-    return handler, rec, stats
+    rec = Recorder(planner, config, odometry, command, logger)
+    return rec, rec, rec.stats
 
 
 def test_a_plan_becomes_an_8_pose_path_and_markers_with_the_image_stamp():
@@ -220,35 +250,33 @@ def test_stale_odometry_publishes_the_fallback_without_planning():
     assert "no odometry yet" in rec.sent["report"][0][1]
 
 
-def test_a_plan_past_the_timeout_is_replaced_by_the_fallback_at_the_deadline():
+def test_a_plan_past_the_timeout_becomes_the_fallback_outcome_at_the_deadline():
+    """The timeout is an outcome of the planning path: the fallback is published once, at
+    the deadline, while the model is still busy; its late answer is dropped and the next
+    frame waits for the model."""
     release = threading.Event()
     published_while_planning = []
 
     def slow(obs):
-        # the deadline must publish while the model is still busy
-        assert release.wait(30), "the deadline never published the fallback"
-        published_while_planning.append(len(rec.sent["path"]))
+        if len(planner.observations) == 1:
+            assert release.wait(30), "the deadline never published the fallback"
+            published_while_planning.append(len(rec.sent["path"]))
         return PlanResult(WAYPOINTS, "text", DecodeStats())
 
-    handler, rec, stats = _handler(ScriptedPlanner(slow), _config(plan_timeout_s=0.05))
-    original_path, original_stats = handler._out.path, handler._out.stats
-    deadline_done = threading.Event()        # its stats come last: markers are out by then
-    handler._out = replace(handler._out, path=lambda m: (original_path(m), release.set()),
-                           stats=lambda m: (original_stats(m), deadline_done.set()))
-    handler.on_frame(_frame(3.0), now_s=3.0)
-    # on_frame returns as soon as the late plan is dropped; the deadline's thread may still
-    # be publishing (it was, under load, in one CI run)
-    assert deadline_done.wait(30), "the deadline never published its stats"
-    assert published_while_planning == [1]
+    planner = ScriptedPlanner(slow)
+    handler, rec, stats = _handler(planner, _config(plan_timeout_s=0.05))
+    handler.on_frame(_frame(3.0), now_s=3.0)           # returns at the deadline
     assert rec.sources() == [("stop", "plan_timeouts")] and len(rec.sent["path"]) == 1
     assert stats.counters["plan_timeouts"] == 1 and len(rec.sent["markers"]) == 1
-    (late,) = rec.sent["stats"]                   # from the deadline, not the late plan
+    (late,) = rec.sent["stats"]
     assert (_stats_values(late)["planning.source"], _stats_values(late)["planning.failure"]) \
         == ("stop", "plan_timeouts")
-    # The next frame in time is planned as usual.
-    handler, rec, stats = _handler(ScriptedPlanner(), _config(plan_timeout_s=30.0))
-    handler.on_frame(_frame(4.0), now_s=4.0)
-    assert rec.sources() == [("model", "")] and stats.counters["plan_timeouts"] == 0
+    release.set()
+    handler.settings = replace(handler.settings, config=_config(plan_timeout_s=30.0))
+    handler.on_frame(_frame(4.0), now_s=4.0)           # waits for the late plan, then plans
+    assert published_while_planning == [1]
+    assert rec.sources()[-1] == ("model", "") and stats.counters["plan_timeouts"] == 1
+    assert len(rec.sent["stats"]) == 2                 # the late answer published nothing
 
 
 def test_one_logger_warns_and_errors_in_any_order():
@@ -299,8 +327,21 @@ def test_failed_detection_and_refused_questions_publish_explicit_empty_results()
     handler.on_question("what?", _frame(5.0))
     assert [a.data for a in rec.sent["answer"]] == ["", ""]
     assert stats.counters["question_too_long"] == 1 and stats.counters["questions_refused"] == 1
-    assert stats.counters["model_errors"] == 1
+    assert stats.counters["model_errors"] == 1 and stats.counters["answer_failures"] == 1
+    assert stats.counters["parse_failures"] == 1          # the detection's, not an answer's
     assert "5000 tokens" in rec.sent["report"][1][1]
+
+
+def test_an_answer_that_fails_to_parse_is_an_answer_failure_not_a_planning_one():
+    class Blank(ScriptedPlanner):
+        def answer(self, images, question):
+            raise AnswerParseError("qa", "  ", "empty answer")
+
+    handler, rec, stats = _handler(Blank(), _config())
+    handler.on_question("what colour is the sky?", _frame(5.0))
+    assert [a.data for a in rec.sent["answer"]] == [""]
+    assert stats.counters["answer_failures"] == 1 and stats.counters["parse_failures"] == 0
+    assert stats.counters["answer_parse_failures"] == 1
 
 
 def test_detection_and_questions():
@@ -350,3 +391,11 @@ def test_every_planned_frame_publishes_its_stats_with_the_image_stamp():
         "false", "true", "last_plan", "parse_failures")      # the fallback went out
     assert values["planning.forwards"] == "9" and values["planning.text"] == "1,2,x"
     assert "did not parse" in failed.status[0].message
+    # the stamp exactly as the header has it (not a float to nine digits)
+    frame = _frame(0.0)
+    frame = replace(frame, header=Header(stamp=stamp_msg(0.0)))
+    frame.header.stamp.sec, frame.header.stamp.nanosec = 1796520000, 88639314
+    handler.on_frame(replace(frame, stamp=1796520000.088639314), now_s=1796520000.1)
+    assert _stats_values(rec.sent["stats"][-1])["stamp"] == "1796520000.088639314"
+    assert len(rec.sent["processing_time_ms"]) == 3
+    assert all(m.data > 0 for m in rec.sent["processing_time_ms"])

@@ -1,8 +1,12 @@
 """Signals at any moment of the node's life end it cleanly: exit code 0, no traceback."""
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -46,3 +50,35 @@ def test_sigterm_after_planning(ros_domain, tmp_path):
         node.stop()
     assert code == 0, node.output()
     assert "Traceback" not in node.output(), node.output()
+
+
+ROS2 = Path(sys.executable).parent / "ros2"
+
+
+@pytest.mark.skipif(not ROS2.exists(), reason="the ros2 command line is not installed "
+                                              "(../shared/rosenv/build.sh adds it)")
+def test_the_shutdown_transition_ends_the_node_without_a_stray_exception(ros_domain,
+                                                                         tmp_path):
+    """`ros2 lifecycle set ... shutdown` printed "The following exception was never
+    retrieved: cannot use Destroyable because destruction was requested" in 3 of 5
+    shutdowns when the service's reply raced the teardown; the reply now goes out before
+    the node stops spinning."""
+    env = dict(os.environ, ROS_DOMAIN_ID=str(ros_domain), PATH=f"{ROS2.parent}:"
+               f"{os.environ['PATH']}", AMENT_PREFIX_PATH=str(ROS2.parents[1]))
+    for attempt in range(3):
+        node = NodeProcess(ros_domain, tmp_path / str(attempt), {"autostart": False})
+        try:
+            _wait_output(node, "DDS")
+            reply = ""
+            for _ in range(5):                  # the CLI may not have discovered it yet
+                reply = subprocess.run([str(ROS2), "lifecycle", "set", "/wamdiff2_planner",
+                                        "shutdown"], env=env, capture_output=True,
+                                       text=True, timeout=120).stdout
+                if "Transitioning successful" in reply:
+                    break
+            assert "Transitioning successful" in reply, reply
+            assert node.proc.wait(60) == 0, node.output()
+        finally:
+            node.stop()
+        assert "never retrieved" not in node.output(), node.output()
+        assert "Traceback" not in node.output(), node.output()

@@ -1,4 +1,5 @@
-"""The newest-frame slot and the planning thread: no queue growth, newest first, survival."""
+"""The frame slot and the planning thread: no queue growth, newest first, frames gathered
+across cameras, survival."""
 from __future__ import annotations
 
 import threading
@@ -6,72 +7,95 @@ import time
 
 import numpy as np
 
-from wamdiff2_ros.node.worker import Frame, PlanningWorker, WorkQueue
+from wamdiff2_ros.node import params
+from wamdiff2_ros.node.worker import (CameraImage, FrameJob, FrameSlot, PlanningWorker,
+                                      QuestionJob, Settings)
+
+CONFIG = params.node_config({p.name: p.default for p in params.PARAMS})
+SETTINGS = Settings(CONFIG, None, "straight")
 
 
-def _frame(stamp: float) -> Frame:
-    return Frame((np.zeros((2, 2, 3), np.uint8),), None, stamp, time.monotonic())
+def _image(stamp: float, value: int = 0) -> CameraImage:
+    return CameraImage(np.full((2, 2, 3), value, np.uint8), None, stamp, time.monotonic())
 
 
 def test_the_slot_keeps_only_the_newest_frame():
-    q = WorkQueue()
-    assert q.put_frame(_frame(1.0)) is None
-    assert q.put_frame(_frame(2.0)).stamp == 1.0                       # replaced = dropped
-    assert q.put_frame(_frame(3.0)).stamp == 2.0
-    kind, frame = q.take(0.0, timeout=0.1)
-    assert (kind, frame.stamp) == ("frame", 3.0)
-    assert q.take(0.0, timeout=0.05) is None                           # nothing queued behind
-    assert q.latest().stamp == 3.0                                     # kept for questions
+    slot = FrameSlot()
+    assert not slot.put_image(0, _image(1.0), SETTINGS)
+    assert slot.put_image(0, _image(2.0), SETTINGS)                  # replaced = dropped
+    assert slot.put_image(0, _image(3.0), SETTINGS)
+    job = slot.take(0.0, timeout=0.1)
+    assert isinstance(job, FrameJob) and job.frame.stamp == 3.0 and job.missing == ()
+    assert slot.take(0.0, timeout=0.05) is None                        # nothing queued behind
 
 
 def test_questions_wait_for_an_image_and_come_first():
-    q = WorkQueue(max_questions=2)
-    q.put_question("a?")
-    assert q.take(0.0, timeout=0.05) is None                           # no image yet
-    q.put_frame(_frame(1.0))
-    assert q.put_question("b?") is None
-    assert q.put_question("c?") == "a?"                                # full: oldest dropped
-    assert q.take(0.0, 0.1)[0] == "question"
-    assert q.take(0.0, 0.1)[1][0] == "c?"
-    assert q.take(0.0, 0.1)[0] == "frame"
+    slot = FrameSlot(max_questions=2)
+    slot.put_question("a?", SETTINGS)
+    assert slot.take(0.0, timeout=0.05) is None                        # no image yet
+    slot.put_image(0, _image(1.0), SETTINGS)
+    assert slot.put_question("b?", SETTINGS) is None
+    assert slot.put_question("c?", SETTINGS) == "a?"                   # full: oldest dropped
+    first = slot.take(0.0, 0.1)
+    assert isinstance(first, QuestionJob) and first.frame.stamp == 1.0
+    assert slot.take(0.0, 0.1).question == "c?"
+    assert isinstance(slot.take(0.0, 0.1), FrameJob)
 
 
 def test_rate_limit_delays_frames_but_keeps_the_newest():
-    q = WorkQueue()
-    q.put_frame(_frame(1.0))
+    slot = FrameSlot()
+    slot.put_image(0, _image(1.0), SETTINGS)
     start = time.monotonic()
-    assert q.take(start + 0.2, timeout=0.05) is None                   # not yet allowed
-    q.put_frame(_frame(2.0))
-    kind, frame = q.take(start + 0.2, timeout=1.0)
-    assert frame.stamp == 2.0 and time.monotonic() - start >= 0.19
+    assert slot.take(start + 0.2, timeout=0.05) is None                # not yet allowed
+    slot.put_image(0, _image(2.0), SETTINGS)
+    job = slot.take(start + 0.2, timeout=1.0)
+    assert job.frame.stamp == 2.0 and time.monotonic() - start >= 0.19
+
+
+def test_other_cameras_are_gathered_to_the_triggers_stamp():
+    """The frame of a trigger image holds each other camera's newest image when it lies
+    within max_input_age_s of the trigger's stamp; a camera without one is named missing."""
+    settings = Settings(params.node_config(dict(
+        {p.name: p.default for p in params.PARAMS}, cameras=["front", "left", "right"])),
+        None, "straight")
+    slot = FrameSlot()
+    slot.put_image(1, _image(9.9, value=1), settings)
+    slot.put_image(2, _image(5.0, value=2), settings)                  # 5 s older: too old
+    slot.put_image(0, _image(10.0), settings)
+    job = slot.take(0.0, 0.1)
+    assert job.missing == ("right",)
+    assert [int(image[0, 0, 0]) for image in job.frame.images] == [0, 1]
+    slot.put_image(2, _image(10.05, value=2), settings)
+    slot.put_image(0, _image(10.1), settings)
+    job = slot.take(0.0, 0.1)
+    assert job.missing == () and len(job.frame.images) == 3
 
 
 def test_worker_plans_newest_frames_survives_exceptions_and_stops():
-    q = WorkQueue()
+    slot = FrameSlot()
     planned, crashes = [], []
     release = threading.Event()
 
-    def on_frame(frame):
-        planned.append(frame.stamp)
-        if frame.stamp == 1.0:
+    def run_job(job):
+        planned.append(job.frame.stamp)
+        if job.frame.stamp == 1.0:
             release.wait(2.0)                                          # a slow first plan
-        if frame.stamp == 5.0:
+        if job.frame.stamp == 5.0:
             raise RuntimeError("model exploded")
 
-    worker = PlanningWorker(q, on_frame, lambda text, frame: None, lambda: 0.0,
-                            crashes.append)
+    worker = PlanningWorker(slot, run_job, crashes.append)
     worker.start()
-    q.put_frame(_frame(1.0))
+    slot.put_image(0, _image(1.0), SETTINGS)
     deadline = time.monotonic() + 2.0
     while not planned and time.monotonic() < deadline:
         time.sleep(0.01)
-    dropped = sum(q.put_frame(_frame(float(s))) is not None for s in range(2, 6))
+    dropped = sum(slot.put_image(0, _image(float(s)), SETTINGS) for s in range(2, 6))
     release.set()
     deadline = time.monotonic() + 2.0
     while len(planned) < 2 and time.monotonic() < deadline:
         time.sleep(0.01)
     time.sleep(0.05)
-    q.put_frame(_frame(7.0))
+    slot.put_image(0, _image(7.0), SETTINGS)
     deadline = time.monotonic() + 2.0
     while planned[-1] != 7.0 and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -81,17 +105,17 @@ def test_worker_plans_newest_frames_survives_exceptions_and_stops():
     assert worker.stop(timeout=2.0)
 
 
-def test_the_node_runs_with_a_short_gil_switch_interval(monkeypatch):
-    """The planning thread takes the GIL back sooner from the executor's threads while the
-    node runs; a caller's own interval comes back after (docs/ros.md, "Threads")."""
+def test_the_node_leaves_the_interpreter_as_it_found_it(monkeypatch):
+    """No process-wide switch: the GIL switch interval and the signal handlers of a caller
+    that runs the node in its own process come back as they were."""
+    import signal
     import sys
 
     from wamdiff2_ros.node import planner_node
 
-    seen = []
-    monkeypatch.setattr(planner_node, "_run", lambda args: seen.append(sys.getswitchinterval()) or 0)
-    before = sys.getswitchinterval()
+    monkeypatch.setattr(planner_node, "_run", lambda args: 0)
+    before = (sys.getswitchinterval(), signal.getsignal(signal.SIGINT),
+              signal.getsignal(signal.SIGTERM))
     assert planner_node.main([]) == 0
-    assert seen == [planner_node.GIL_SWITCH_INTERVAL_S]
-    assert planner_node.GIL_SWITCH_INTERVAL_S < before
-    assert sys.getswitchinterval() == before
+    assert (sys.getswitchinterval(), signal.getsignal(signal.SIGINT),
+            signal.getsignal(signal.SIGTERM)) == before
