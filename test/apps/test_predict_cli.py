@@ -72,8 +72,9 @@ def test_reference_keys_in_input_order_and_the_bad_record_errs(one_by_one):
 
 def test_batch_8_answers_equal_batch_1(one_by_one, tmp_path, capsys):
     path, items = one_by_one
-    summary = predict(path, tmp_path / "batch8.json", "--batch-size", "8", capsys=capsys)
-    batched = json.loads((tmp_path / "batch8.json").read_text())
+    out = tmp_path / "new" / "folder" / "batch8.json"              # folders are created
+    summary = predict(path, out, "--batch-size", "8", capsys=capsys)
+    batched = json.loads(out.read_text())
     assert without_timing(batched, batch_fields=True) == without_timing(items, True)
     assert max(item["wamdiff2"].get("batch_size", 0) for item in batched) == 8
     assert summary["records"] == 19 and summary["failed"] == 1 and summary["decoded"] == 18
@@ -143,16 +144,17 @@ def test_bad_inputs_are_one_sentence_and_write_nothing(tmp_path, capsys):
     good = write_reference_file(tmp_path / "in")
     broken = tmp_path / "broken.json"
     broken.write_text('[{"id": 1,')
+    (tmp_path / "file").write_text("")
     cases = [
         (broken, tmp_path / "o.json", "is not valid JSON"),
-        (good, tmp_path / "no" / "such" / "o.json", "does not exist"),
-        (good, tmp_path, "is a directory"),
+        (good, tmp_path / "file" / "o.json", "is a file, not a folder"),
+        (good, tmp_path, "is a folder, not a file"),
     ]
     for input_path, output, message in cases:
         rc = main(["predict", "--input", str(input_path), "--output", str(output)])
         err = capsys.readouterr().err
         assert rc == 2 and message in err and err.count("\n") == 1, err
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.json", "in"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.json", "file", "in"]
 
 
 def test_an_unfinished_run_is_not_overwritten_or_mixed(tmp_path, capsys):

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from wamdiff2_core.apps.common import (CliError, add_decode_options, add_field_options,
-                                       camera_arg, check_model_source, checkpoint_rule_arg,
+                                       camera_arg, check_model_source,
                                        decode_config, decode_knobs, field_overrides,
                                        scenarios_arg, subgroup)
+from wamdiff2_core.apps.predict import add_predict_options, predict_settings, predict_to
 from wamdiff2_core.tasks import RECORDS_FILE
 
 DEFAULT_OUT = "runs/eval/open-loop"
@@ -55,12 +56,21 @@ def _register_open_loop(group) -> None:
         description="Score a checkpoint on a data set's records: L2 per waypoint and at "
                     "1/2/3 s, collision rate, detection mAP/AP50, QA exact match, parse "
                     "failures. Writes open_loop.json, open_loop.txt and PNG plots to --out.")
-    parser.add_argument("--checkpoint", required=True,
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--checkpoint",
                         help="checkpoint directory, preset name (e.g. tiny), or "
-                             "'ground-truth' to answer with the recorded answers")
-    parser.add_argument("--data", required=True,
+                             "'ground-truth' to answer with the recorded answers; its "
+                             "answers are decoded as `wamdiff2 predict` decodes them (batched, "
+                             "on every torchrun process) into OUT/predictions.json")
+    source.add_argument("--predictions", metavar="FILE",
+                        help="score this predictions file (`wamdiff2 predict`'s or the "
+                             "reference's inference script's) instead of decoding")
+    parser.add_argument("--data",
                         help=f"data set directory (reads {RECORDS_FILE}) or a records file "
-                             "(.json list or .jsonl); image paths are relative to its folder")
+                             "(.json list or .jsonl); image paths are relative to its folder "
+                             "(needed with --checkpoint; with --predictions, the records the "
+                             "predictions are matched to by id: without it, each prediction's "
+                             "own question and ground truth are scored)")
     parser.add_argument("--out", default=DEFAULT_OUT,
                         help=f"report directory (default: {DEFAULT_OUT})")
     parser.add_argument("--json", action="store_true",
@@ -73,7 +83,7 @@ def _register_open_loop(group) -> None:
     add_decode_options(parser, ("block_size", "steps_per_block", "max_new_tokens",
                                 "commit_rule", "threshold", "constrained"))
     add_field_options(parser)
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_predict_options(parser)
     parser.set_defaults(func=run_open_loop)
 
 
@@ -117,35 +127,93 @@ def _select(records: list[dict], tasks: str | None, limit: int | None) -> list[d
 
 
 def _predictor(args: argparse.Namespace):
-    """The predict function and provenance for ``--checkpoint``."""
-    from wamdiff2_core.evaluation.predictors import (GROUND_TRUTH, ground_truth_predictor,
-                                                     planner_predictor)
+    """The planner (None for ground-truth answers) and provenance for ``--checkpoint``."""
+    from wamdiff2_core.evaluation.predictors import GROUND_TRUTH
 
     decode = decode_config(args)           # checked first, also for ground-truth answers
     if args.checkpoint == GROUND_TRUTH:
-        return ground_truth_predictor(), {"checkpoint": GROUND_TRUTH}
+        return None, {"checkpoint": GROUND_TRUTH}
     check_model_source(args.checkpoint)
     from wamdiff2_core.planner import Planner
 
     try:
         planner = Planner.from_pretrained(args.checkpoint, decode=decode, device=args.device,
-                                          checkpoint_rule=checkpoint_rule_arg(args),
                                           fields=field_overrides(args))
     except ValueError as exc:          # CheckpointError: not a checkpoint, not a preset
         raise CliError(str(exc)) from None
     info = {"checkpoint": args.checkpoint, "device": args.device, "decode": decode.to_dict()}
-    return planner_predictor(planner), info
+    return planner, info
+
+
+def _decoded(args: argparse.Namespace, records: list[dict], image_root: Path):
+    """The report of ``--checkpoint``'s answers: ground truth in this process, a model's
+    through `predict` into OUT/predictions.json (None on the ranks other than 0)."""
+    from wamdiff2_core.evaluation.open_loop import evaluate_open_loop, score_predictions
+    from wamdiff2_core.evaluation.predict_run import join_ranks
+    from wamdiff2_core.evaluation.predictions import read_predictions
+    from wamdiff2_core.evaluation.predictors import GROUND_TRUTH, ground_truth_predictor
+    from wamdiff2_core.training.distributed import close_process_group
+
+    settings = predict_settings(args)
+    if args.checkpoint == GROUND_TRUTH:
+        _, info = _predictor(args)
+        report = evaluate_open_loop(records, ground_truth_predictor(), image_root,
+                                    progress=settings.progress)
+        return dataclasses.replace(report, info={**info, "data": str(args.data)})
+    output = Path(args.out) / "predictions.json"
+    ctx, args.device = join_ranks(args.device)
+    try:
+        planner, info = _predictor(args)
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        summary = predict_to(args, settings, planner, ctx, records, image_root, output)
+    finally:
+        close_process_group()
+    if summary is None:
+        return None
+    items = read_predictions(output)
+    report = score_predictions(records, items, image_root)
+    return dataclasses.replace(report, info={**info, "data": str(args.data),
+                                             "predictions": str(output),
+                                             "predict": summary.to_dict()})
+
+
+def _scored_file(args: argparse.Namespace):
+    """The report of a predictions file: matched to ``--data``'s records, or scored on each
+    prediction's own question and ground truth."""
+    from wamdiff2_core.evaluation.open_loop import score_predictions
+    from wamdiff2_core.evaluation.predictions import match, read_predictions, record_of
+
+    try:
+        items = read_predictions(args.predictions)
+        if args.data:
+            records, image_root = load_records(args.data)
+            records = _select(records, args.tasks, args.limit)
+            items = match(records, items, args.predictions)
+        else:
+            pairs = [(record_of(item), item) for item in items]
+            chosen = {id(r) for r in _select([r for r, _ in pairs], args.tasks, args.limit)}
+            records = [r for r, _ in pairs if id(r) in chosen]
+            items = [item for r, item in pairs if id(r) in chosen]
+            image_root = Path(args.predictions).parent
+        report = score_predictions(records, items, image_root)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    return dataclasses.replace(report, info={"predictions": str(args.predictions),
+                                             "data": args.data})
 
 
 def run_open_loop(args: argparse.Namespace) -> int:
-    from wamdiff2_core.evaluation.open_loop import evaluate_open_loop
     from wamdiff2_core.evaluation.open_loop_report import format_summary, write_report
 
-    records, image_root = load_records(args.data)
-    records = _select(records, args.tasks, args.limit)
-    predict, info = _predictor(args)
-    report = evaluate_open_loop(records, predict, image_root, progress=not args.no_progress)
-    report = dataclasses.replace(report, info={**info, "data": str(args.data)})
+    if args.predictions:
+        report = _scored_file(args)
+    elif not args.data:
+        raise CliError("--checkpoint needs --data (the records to answer)")
+    else:
+        records, image_root = load_records(args.data)
+        report = _decoded(args, _select(records, args.tasks, args.limit), image_root)
+        if report is None:                           # a torchrun rank other than 0
+            return 0
     paths = write_report(report, args.out)
     print(report.to_json() if args.json else format_summary(report))
     print("wrote " + ", ".join(str(p) for p in paths.values()), file=sys.stderr)
@@ -217,7 +285,7 @@ def _drive_in_process(args: argparse.Namespace, config) -> tuple[list, dict]:
                        "--through-node (the ROS node plans while the world moves on)")
     decode = decode_config(args) if decode_knobs(args) else None   # checkpoint planners only
     try:
-        planner = make_planner(args.planner, decode, checkpoint_rule_arg(args))
+        planner = make_planner(args.planner, decode)
     except (ValueError, FileNotFoundError, OSError) as exc:
         raise CliError(f"cannot load planner {args.planner!r}: {exc}") from None
     return drive(planner, config, progress=not args.no_progress), {}

@@ -9,13 +9,12 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 from wamdiff2_core.apps.common import (CliError, add_decode_options, add_model_arguments,
                                        apply_threads, planner_from_args)
+from wamdiff2_core.apps.outputs import check_output
 from wamdiff2_core.tasks import RECORDS_FILE
 
 
@@ -67,24 +66,6 @@ def predict_settings(args: argparse.Namespace):
         raise CliError(str(exc)) from None
 
 
-def check_output(path: str | os.PathLike) -> Path:
-    """``path`` if a file can be written there: its folder exists and is writable and it is
-    not itself a folder; one CliError otherwise (checked before anything is read or run)."""
-    path = Path(path)
-    if path.is_dir():
-        raise CliError(f"--output {path} is a directory; name a file")
-    folder = path.parent
-    if not folder.is_dir():
-        raise CliError(f"--output {path}: its folder {folder} does not exist")
-    try:
-        with tempfile.TemporaryFile(dir=folder):
-            pass
-    except OSError as exc:
-        raise CliError(f"--output {path}: cannot write in {folder} "
-                       f"({exc.strerror or exc})") from None
-    return path
-
-
 def read_input(data: str) -> tuple[list, Path]:
     """The records of ``--input`` and the folder its image paths are relative to."""
     from wamdiff2_core.tasks import read_records, records_path
@@ -103,7 +84,7 @@ def manifest(args: argparse.Namespace, planner, records: list) -> dict:
     return {"input": hashlib.sha256(text).hexdigest(),
             "checkpoint": str(args.checkpoint or getattr(args, "preset", None) or "bundled"),
             "dtype": str(getattr(args, "dtype", None)), "decode": planner.decode.to_dict(),
-            "planning decode": planner.planning_decode.to_dict()}
+            "planning decode": planner.plan_decode.to_dict()}
 
 
 def predict_to(args: argparse.Namespace, settings, planner, ctx, records: list,
@@ -120,7 +101,7 @@ def predict_to(args: argparse.Namespace, settings, planner, ctx, records: list,
 
 
 def run_predict_command(args: argparse.Namespace) -> int:
-    output = check_output(args.output)
+    output = check_output(args.output, "--output", folder=False)
     settings = predict_settings(args)
     try:
         apply_threads(args.threads)

@@ -135,7 +135,7 @@ def decode_rows(planner: Any, prompts: list[str], images: list[list], job_ask: A
     and whether it ended."""
     processor = planner.model.processor
     batch = processor.encode_prompts(prompts, images)
-    out = planner.decoder(planner.model, batch, job_ask.decode, language=job_ask.language)
+    out = planner.engine.decode(batch, job_ask.decode, job_ask.language)
     rows = [RowAnswer(processor.decode_answer(seq), len(seq) + int(done), done)
             for seq, done in zip(out.sequences, out.finished)]
     return rows, out.stats
@@ -173,8 +173,9 @@ def _decode_loaded(planner: Any, records: Sequence[Any], loaded: list) -> dict[i
     budget = first.decode.max_new_tokens
     out = {}
     for (job, _), row in zip(loaded, rows):
-        extra = {"task": job.ask.task, "tokens": row.tokens, "forwards": stats.forwards,
-                 "decode_ms": round(stats.total_ms, 3), "batch_size": len(rows)}
+        extra = {"task": job.ask.task, "image_size": list(job.sizes[0]), "tokens": row.tokens,
+                 "forwards": stats.forwards, "decode_ms": round(stats.total_ms, 3),
+                 "batch_size": len(rows)}
         error = None
         if row.finished:
             extra.update(parsed(job.ask.task, row.text, job.sizes[0]))

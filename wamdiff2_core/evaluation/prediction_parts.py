@@ -53,7 +53,7 @@ class PartsStore:
         if self.dir.exists():
             self._check_manifest()
         else:
-            self.dir.mkdir()
+            self.dir.mkdir(parents=True)
             write_atomic(self.dir / MANIFEST, json.dumps(self.manifest, indent=1).encode())
         if resume and self.output.is_file() and not (self.dir / FROM_OUTPUT).exists():
             kept = _matching(self.output, records)

@@ -12,9 +12,10 @@ record, ``datasource`` the record's or ``"navsim"``, ``question`` the first turn
 ``prediction`` the answer stripped, ``ground_truth`` the first gpt turn's text or ``""``;
 a failed record has ``prediction`` ``""`` and an ``error``. What this project adds lives under
 one key of its own, ``wamdiff2`` (a tool written for the reference's output never sees it):
-``index`` (position in the input), ``task``, ``tokens``, ``forwards``, ``decode_ms`` and
-``batch_size`` of the batch the record was decoded in, ``parsed`` (waypoints, boxes or the
-answer) or ``parse_error``, and ``raw_text`` where an error replaced the prediction.
+``index`` (position in the input), ``task``, ``image_size`` (of the first image),
+``tokens``, ``forwards``, ``decode_ms`` and ``batch_size`` of the batch the record was
+decoded in, ``parsed`` (waypoints, boxes or the answer) or ``parse_error``, and ``raw_text``
+where an error replaced the prediction.
 """
 from __future__ import annotations
 
@@ -77,6 +78,8 @@ def dumps_predictions(items: Sequence[Mapping], path: str | os.PathLike) -> byte
 def read_predictions(path: str | os.PathLike) -> list[dict]:
     """The objects of a predictions file (JSON list or JSONL), ours or the reference's.
     ValueError, one sentence naming the file, when it is not one."""
+    if not Path(path).is_file():
+        raise ValueError(f"no predictions file at {path}")
     items = read_records(path)                 # the same JSON / JSONL rules as records files
     for i, item in enumerate(items):
         if not isinstance(item, dict):
@@ -101,6 +104,8 @@ def record_of(item: Mapping) -> dict:
     own = item.get(OWN_KEY)
     if isinstance(own, Mapping) and isinstance(own.get("task"), str):
         record["task"] = own["task"]
+    if isinstance(own, Mapping) and isinstance(own.get("image_size"), list):
+        record["meta"] = {"image_size": own["image_size"]}      # boxes scored without images
     return record
 
 
