@@ -3,13 +3,12 @@ on two torchrun processes too) equals eval of a predictions file, and a file in 
 reference's inference script writes is scored as well."""
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from predict_inputs import write_reference_file
+from predict_inputs import free_port, write_reference_file
 
 from wamdiff2_core.apps.cli import main
 from wamdiff2_core.types import bundled_checkpoint_path
@@ -28,12 +27,6 @@ def metrics(report: dict) -> dict:
 def evaluate(capsys, *argv) -> dict:
     assert main(["eval", "open-loop", "--json", "--no-progress", *map(str, argv)]) == 0
     return json.loads(capsys.readouterr().out)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

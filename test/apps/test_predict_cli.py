@@ -4,14 +4,13 @@ records and bad inputs."""
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from predict_inputs import write_reference_file, without_timing
+from predict_inputs import free_port, write_reference_file, without_timing
 
 from wamdiff2_core.apps.cli import main
 from wamdiff2_core.evaluation.predictions import REFERENCE_KEYS
@@ -25,12 +24,6 @@ def predict(input_path, output, *extra, capsys=None) -> dict:
                "--no-progress", "--json", *extra])
     assert rc == 0
     return json.loads(capsys.readouterr().out) if capsys else {}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def command(*args) -> list[str]:

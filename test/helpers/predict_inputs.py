@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 from pathlib import Path
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "bundle_answers"
@@ -61,3 +62,10 @@ def without_timing(items: list[dict], batch_fields: bool = False) -> list[dict]:
     drop = {"decode_ms"} | ({"forwards", "batch_size"} if batch_fields else set())
     return [{**item, "wamdiff2": {k: v for k, v in item["wamdiff2"].items() if k not in drop}}
             for item in items]
+
+
+def free_port() -> int:
+    """A TCP port free now, for one torchrun's rendezvous."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
