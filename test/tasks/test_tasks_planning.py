@@ -100,7 +100,7 @@ def test_prompt_rejects_bad_vectors(vector):
 def test_parse_prompt_reads_the_reference():
     assert parse_planning_prompt(REFERENCE_PROMPT) == {
         "command": "right", "position": (0.0, 0.0), "velocity": (4.66, -0.09),
-        "acceleration": (0.17, -1.53)}
+        "acceleration": (0.17, -1.53), "cameras": ("front",)}
 
 
 def test_parse_prompt_reads_negative_zero_as_zero():

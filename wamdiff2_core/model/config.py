@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING
 
 from wamdiff2_core.model.presets import Preset
+from wamdiff2_core.tasks.cameras import DEFAULT_CAMERAS, check_cameras
 
 if TYPE_CHECKING:
     from transformers import Qwen3VLConfig
@@ -36,6 +37,9 @@ class DiffusionFields:
     recommends ("" / 0: none; the rule's name is checked where answers are decoded,
     ``decoding.config.resolve_decode``). A decode whose caller chose no rule runs
     with them (docs/decoding.md, "The checkpoint's commit rule").
+    cameras: the names of the cameras the model was trained with, in the order of a
+    prompt's images (``tasks.scene_prefix``); a checkpoint that names none read the front
+    camera alone, as the reference data does.
     """
     paradigm: str
     block_size: int
@@ -47,6 +51,7 @@ class DiffusionFields:
     shift: bool = False
     decode_commit_rule: str = ""
     decode_threshold: float = 0.0
+    cameras: tuple[str, ...] = DEFAULT_CAMERAS
 
     def __post_init__(self):
         if self.paradigm not in PARADIGMS:
@@ -63,6 +68,7 @@ class DiffusionFields:
         t = self.decode_threshold
         if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0.0 <= t <= 1.0:
             raise ValueError(f"decode_threshold must be a number in [0, 1], got {t!r}")
+        object.__setattr__(self, "cameras", check_cameras(self.cameras))
 
     def with_(self, **kw) -> "DiffusionFields":
         return replace(self, **kw)
@@ -96,4 +102,4 @@ def build_config(preset: Preset, vocab_size: int, special_ids: dict[str, int],
 
 
 def set_fields(cfg: Qwen3VLConfig, fields: DiffusionFields) -> None:
-    cfg.wamdiff2 = asdict(fields)
+    cfg.wamdiff2 = dict(asdict(fields), cameras=list(fields.cameras))

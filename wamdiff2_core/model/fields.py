@@ -24,6 +24,7 @@ from typing import Any, Callable, Mapping
 
 from wamdiff2_core.model.checkpoint import CheckpointError
 from wamdiff2_core.model.config import PARADIGMS, DiffusionFields
+from wamdiff2_core.tasks.cameras import DEFAULT_CAMERAS
 
 FIELD_NAMES = ("paradigm", "block_size", "mask_token_id", "eoa_token_id", "pad_token_id")
 # Field -> the command-line flag / node parameter that supplies it.
@@ -160,7 +161,8 @@ def resolve_fields(config: dict, tokenizer, overrides: Mapping[str, Any] | None 
                                  lateral_status=True if lateral is None else lateral,
                                  shift=False if shift is None else shift,
                                  decode_commit_rule=section.get("decode_commit_rule") or "",
-                                 decode_threshold=section.get("decode_threshold") or 0.0)
+                                 decode_threshold=section.get("decode_threshold") or 0.0,
+                                 cameras=section.get("cameras") or DEFAULT_CAMERAS)
     except (TypeError, ValueError) as exc:
         raise CheckpointError(f"{where}'s diffusion fields are invalid: {exc}") from None
     return ResolvedFields(fields, sources)

@@ -155,7 +155,7 @@ class Wamdiff2Model(torch.nn.Module):
         prompt = "its chat template" if p.use_chat_template else "the built-in Qwen chat format"
         return (f"{self.origin or 'model'}: {self.num_parameters() / 1e6:.1f}M parameters; "
                 f"fields: {field_text}; images: {p.config.describe()} ({p.config_source}); "
-                f"prompts: {prompt}"
+                f"prompts: {prompt}, cameras {', '.join(f.cameras)}"
                 + ("" if f.lateral_status else
                    "; plans: the lateral velocity and acceleration written as 0.00")
                 + ("; predictions shifted (position i - 1 predicts token i)"

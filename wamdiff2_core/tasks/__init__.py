@@ -1,7 +1,8 @@
 """wamdiff2_core.tasks: task prompts, answer formats and strict answer parsers.
 
-Three tasks share one scene opening ("Here is a front-view images from a driving vehicle:
-<image>\\n", the reference repository's text):
+Three tasks share one scene opening, one image per camera (:func:`scene_prefix`; for the
+front camera alone "Here is a front-view images from a driving vehicle: <image>\\n", the
+reference repository's text); each prompt builder takes ``cameras`` (default ``("front",)``):
 
 * planning: :func:`planning_prompt` (the reference user turn, byte for byte) and the answer
   ``x1,y1,...,x8,y8`` (:func:`format_waypoints` / :func:`parse_waypoints`);
@@ -19,6 +20,7 @@ write and read the reference repository's conversation JSON records. Caller text
 into a prompt (a question) passes :func:`user_text`, which refuses image placeholders; the
 processor reads the rest of a prompt as plain text. See docs/tasks.md.
 """
+from .cameras import DEFAULT_CAMERAS, check_cameras, prompt_cameras, scene_prefix
 from .conversation import (RECORDS_FILE, conversation_record, read_records,
                            record_prompt_and_answer, record_task, records_path)
 from .detection import (Detection, detection_prompt, format_detections, parse_detections,
@@ -69,4 +71,8 @@ __all__ = [
     "ImplausibleMotion",
     "check_speed",
     "check_accel",
+    "DEFAULT_CAMERAS",
+    "check_cameras",
+    "prompt_cameras",
+    "scene_prefix",
 ]

@@ -16,19 +16,20 @@ import math
 import numbers
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
+from .cameras import DEFAULT_CAMERAS, check_cameras, scene_prefix
 from .errors import AnswerParseError, as_text
-from .planning import SCENE_PREFIX
 
 TASK = "detection"
 GRID = 1000
 _KEYS = frozenset({"bbox_2d", "label"})
 
-_DETECTION_PROMPT = (
-    SCENE_PREFIX
-    + "Instruction: Detect every vehicle, pedestrian, cyclist and obstacle in the image. "
-    'Answer with a JSON list holding one {"bbox_2d": [x1, y1, x2, y2], "label": "<category>"} '
+# "{where}": "the image" for the front camera alone (the bundled model's text), else the first
+# camera's image, which is the one the boxes are drawn on (docs/tasks.md, "Several cameras").
+_DETECTION_BODY = (
+    "Instruction: Detect every vehicle, pedestrian, cyclist and obstacle in {where}. "
+    'Answer with a JSON list holding one {{"bbox_2d": [x1, y1, x2, y2], "label": "<category>"}} '
     "object per detected object, where x1, y1, x2, y2 are integers on a 0-1000 grid relative "
     "to the image width and height (x to the right, y down). Answer [] if there is none."
 )
@@ -82,9 +83,13 @@ class Detection:
         object.__setattr__(self, "score", score)
 
 
-def detection_prompt() -> str:
-    """The detection user turn: the shared scene opening (one "<image>") and the instruction."""
-    return _DETECTION_PROMPT
+def detection_prompt(cameras: Sequence[str] = DEFAULT_CAMERAS) -> str:
+    """The detection user turn: the shared scene opening (one "<image>" per camera) and the
+    instruction. The boxes of the answer are those of the first camera's image, which the
+    instruction names when there are several. ValueError for a bad camera list."""
+    names = check_cameras(cameras)
+    where = "the image" if names == DEFAULT_CAMERAS else f"the {names[0]} camera's image"
+    return scene_prefix(names) + _DETECTION_BODY.format(where=where)
 
 
 def _image_size(width: Any, height: Any) -> tuple[float, float]:

@@ -22,8 +22,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .cameras import (DEFAULT_CAMERAS, SCENE_PATTERN, SCENE_PREFIX, read_scene,
+                      scene_prefix)
 from .errors import AnswerParseError, as_text
-from .text import IMAGE_PLACEHOLDER
 
 TASK = "planning"
 PROMPT_TASK = "planning_prompt"
@@ -34,13 +35,11 @@ WAYPOINT_DT_S = 0.5
 NUM_NUMBERS = 2 * NUM_WAYPOINTS
 MAX_ABS_WAYPOINT_M = 1000.0
 
-#: The opening shared by every task's prompt (typo "images" included: it is the reference's
-#: text). Sharing it means the prompt up to and including the image is identical across tasks.
-SCENE_PREFIX = f"Here is a front-view images from a driving vehicle: {IMAGE_PLACEHOLDER}\n"
-
-_PLANNING_TEMPLATE = (
-    SCENE_PREFIX
-    + "The navigation information is: {command}\n"
+# After the scene opening shared by every task's prompt (``cameras.scene_prefix``: the
+# reference's text for the front camera alone), so the prompt up to and including the images
+# is identical across tasks.
+_PLANNING_BODY = (
+    "The navigation information is: {command}\n"
     "The current position is ({px},{py})\n"
     "The current velocity is: ({vx},{vy}) and current accelerate is: ({ax},{ay})\n"
     "Instruction: Based on the visual motion cues from the image (such as the relative speed "
@@ -83,27 +82,32 @@ def _pair(name: str, value: Any) -> tuple[float, float]:
 
 def planning_prompt(command: str, velocity: Sequence[float] = (0.0, 0.0),
                     acceleration: Sequence[float] = (0.0, 0.0),
-                    position: Sequence[float] = (0.0, 0.0)) -> str:
-    """The reference repository's planning user turn, byte for byte.
+                    position: Sequence[float] = (0.0, 0.0),
+                    cameras: Sequence[str] = DEFAULT_CAMERAS) -> str:
+    """The planning user turn: for the front camera alone, the reference repository's,
+    byte for byte.
 
     Args:
         command: navigation command, one of :data:`COMMANDS`.
         velocity: (vx, vy) in m/s, ego frame (x forward, y left).
         acceleration: (ax, ay) in m/s^2, ego frame.
         position: (x, y) in metres; the reference data always uses (0.00, 0.00).
+        cameras: the names of the cameras whose images the prompt holds, in order
+            (``cameras.scene_prefix``).
 
     Numbers are written with two decimals, and a value that rounds to zero as "0.00" (never
-    "-0.00"). The prompt contains exactly one "<image>" placeholder.
+    "-0.00"). The prompt contains one "<image>" placeholder per camera.
 
     Raises:
-        ValueError: unknown command, or a vector that is not two finite numbers.
+        ValueError: unknown command, a vector that is not two finite numbers, or a bad
+            camera list.
     """
     if not isinstance(command, str) or command not in COMMANDS:
         raise ValueError(f"command must be one of {COMMANDS}, got {command!r}")
     px, py = _pair("position", position)
     vx, vy = _pair("velocity", velocity)
     ax, ay = _pair("acceleration", acceleration)
-    return _PLANNING_TEMPLATE.format(
+    return scene_prefix(cameras) + _PLANNING_BODY.format(
         command=str(command), px=_fmt2(px), py=_fmt2(py), vx=_fmt2(vx), vy=_fmt2(vy),
         ax=_fmt2(ax), ay=_fmt2(ay))
 
@@ -113,10 +117,10 @@ def _build_prompt_regex() -> re.Pattern[str]:
     for key in ("px", "py", "vx", "vy", "ax", "ay"):
         fields[key] = f"(?P<{key}>{_PROMPT_NUMBER})"
     # Escape the literal text, keep the {field} slots, then fill them with the groups.
-    parts = re.split(r"(\{[a-z]+\})", _PLANNING_TEMPLATE)
+    parts = re.split(r"(\{[a-z]+\})", _PLANNING_BODY)
     pattern = "".join(fields[p[1:-1]] if p.startswith("{") and p.endswith("}") else re.escape(p)
                       for p in parts)
-    return re.compile(pattern)
+    return re.compile(SCENE_PATTERN + pattern)
 
 
 _PROMPT_REGEX = _build_prompt_regex()
@@ -126,7 +130,7 @@ def parse_planning_prompt(text: str) -> dict:
     """Read back a prompt made by :func:`planning_prompt` (or a reference-data user turn).
 
     Returns ``{"command": str, "position": (x, y), "velocity": (vx, vy),
-    "acceleration": (ax, ay)}`` with float tuples, so that
+    "acceleration": (ax, ay), "cameras": (name, ...)}`` with float tuples, so that
     ``planning_prompt(**parse_planning_prompt(p)) == p`` for every prompt ``p`` that
     :func:`planning_prompt` makes.
 
@@ -139,7 +143,8 @@ def parse_planning_prompt(text: str) -> dict:
     """
     text = as_text(PROMPT_TASK, text)
     match = _PROMPT_REGEX.fullmatch(text)
-    if match is None:
+    cameras = read_scene(match) if match else None
+    if cameras is None:
         raise AnswerParseError(PROMPT_TASK, text, _prompt_mismatch_reason(text))
     num = {k: float(match.group(k)) + 0.0 for k in ("px", "py", "vx", "vy", "ax", "ay")}
     return {
@@ -147,20 +152,26 @@ def parse_planning_prompt(text: str) -> dict:
         "position": (num["px"], num["py"]),
         "velocity": (num["vx"], num["vy"]),
         "acceleration": (num["ax"], num["ay"]),
+        "cameras": cameras,
     }
 
 
 def _prompt_mismatch_reason(text: str) -> str:
     # Point at the first line that differs from the template, for a useful message.
-    expected = _PLANNING_TEMPLATE.split("\n")
-    got = text.split("\n")
+    scene = re.match(SCENE_PATTERN, text)
+    if scene is None or read_scene(scene) is None:
+        return ("not the planning prompt template: it must open with the scene text "
+                f"{SCENE_PREFIX!r} or one named line per camera")
+    expected = _PLANNING_BODY.split("\n")
+    got = text[scene.end():].split("\n")
     if len(got) != len(expected):
         return (f"not the planning prompt template: expected {len(expected)} lines, "
                 f"got {len(got)}")
     for i, (want, have) in enumerate(zip(expected, got)):
         stem = want.split("{", 1)[0]
         if not have.startswith(stem):
-            return f"not the planning prompt template: line {i + 1} should start with {stem!r}"
+            return (f"not the planning prompt template: line {i + 1} after the scene opening "
+                    f"should start with {stem!r}")
     return "not the planning prompt template (bad command or a number not written as -?D.DD)"
 
 

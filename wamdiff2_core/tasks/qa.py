@@ -1,17 +1,20 @@
 """Question answering task: a free-text question about the scene, a free-text answer."""
 from __future__ import annotations
 
+from typing import Sequence
+
+from .cameras import DEFAULT_CAMERAS, scene_prefix
 from .errors import AnswerParseError, as_text
-from .planning import SCENE_PREFIX
 from .text import user_text
 
 TASK = "qa"
 
-_QA_TEMPLATE = SCENE_PREFIX + "Question: {question}\nAnswer the question briefly."
+_QA_BODY = "Question: {question}\nAnswer the question briefly."
 
 
-def qa_prompt(question: str) -> str:
-    """The QA user turn: the shared scene opening (one "<image>") and the question, stripped.
+def qa_prompt(question: str, cameras: Sequence[str] = DEFAULT_CAMERAS) -> str:
+    """The QA user turn: the shared scene opening (one "<image>" per camera) and the
+    question, stripped.
 
     The question is plain text: special tokens in it stay text (the processor never reads
     them as markup); only a placeholder would change the prompt, so it is refused.
@@ -19,9 +22,10 @@ def qa_prompt(question: str) -> str:
     Raises:
         TypeError: a non-str question.
         UserTextError: (a ValueError) a blank question, or one containing "<image>" (the
-            prompt must hold exactly the template's placeholder).
+            prompt must hold exactly the template's placeholders).
+        ValueError: a bad camera list (``cameras.check_cameras``).
     """
-    return _QA_TEMPLATE.format(question=user_text("question", question))
+    return scene_prefix(cameras) + _QA_BODY.format(question=user_text("question", question))
 
 
 def format_answer(text: str) -> str:

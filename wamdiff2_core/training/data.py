@@ -205,7 +205,7 @@ def without_lateral_status(prompt: str) -> str:
         return prompt
     return planning_prompt(state["command"], velocity=(state["velocity"][0], 0.0),
                            acceleration=(state["acceleration"][0], 0.0),
-                           position=state["position"])
+                           position=state["position"], cameras=state["cameras"])
 
 
 def lateral_dropped(seed: int, position: int, probability: float) -> bool:
