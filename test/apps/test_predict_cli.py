@@ -166,3 +166,14 @@ def test_an_unfinished_run_is_not_overwritten_or_mixed(tmp_path, capsys):
                "--no-progress"])
     assert rc == 2 and "made with another" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_resume_keeps_what_an_earlier_output_holds(one_by_one, tmp_path, capsys):
+    path, items = one_by_one
+    out = tmp_path / "p.jsonl"                                  # JSONL: one object a line
+    out.write_text("".join(json.dumps(item) + "\n" for item in items[:10]))
+    summary = predict(path, out, "--resume", "--batch-size", "4", capsys=capsys)
+    assert summary["resumed"] == 9 and summary["decoded"] == 9    # 10 kept, one an error
+    merged = [json.loads(line) for line in out.read_text().splitlines()]
+    assert merged[:10] == items[:10]                              # kept as they were
+    assert without_timing(merged, True) == without_timing(items, True)
