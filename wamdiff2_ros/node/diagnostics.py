@@ -158,8 +158,9 @@ class Reporter:
 
     def report(self, level: bytes | None = None, message: str | None = None) -> None:
         """Publish the node's DiagnosticArray now (the worst recent problem unless given)."""
+        msg = self._build(level, message)
         try:
-            self._publisher.publish(self._build(level, message))
+            self._publisher.publish(msg)
         except Exception:  # noqa: BLE001 - the context may be shutting down
             pass
 

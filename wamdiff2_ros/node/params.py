@@ -2,18 +2,17 @@
 
 This is the one place where ROS parameters meet the core's configuration: every
 `decode.*` parameter maps one-to-one onto a field of `wamdiff2_core.decoding.DecodeConfig`
-(`0` stands for the field's `None`; `decode.constrained` true for its None, the tasks'
-defaults); the `planning_decode.*` parameters override three of
-those fields for planning answers only (each has an "as `decode.*`" value, its default); and
-`node_config` turns a full set of parameter values
-into a frozen `NodeConfig` or raises ValueError naming the parameter and the reason.
+(`0` and `""` stand for the field's `None`, "not chosen"; `decode.constrained` true for
+True: every answer in its task's language, free-text answers non-blank); the
+`plan_decode.*` parameters override three of those fields for planning answers only (each
+has an "as `decode.*`" value, its default); and `node_config` turns a full set of parameter
+values into a frozen `NodeConfig` or raises ValueError naming the parameter and the reason.
 
 Each parameter belongs to a group saying what a change at run time needs:
 ``load`` (a new model: only while the node is unconfigured), ``io`` (new subscriptions or
-timers: only while unconfigured), ``decode`` (the `decode.*` and `planning_decode.*`
-values and `backend`: a new
-planner sharing the weights, warmed up, then swapped in whole or not at all), ``live``
-(applies to the next frame).
+timers: only while unconfigured), ``decode`` (the `decode.*` and `plan_decode.*` values and
+`backend`: a new planner sharing the weights, warmed up, then swapped in whole or not at
+all), ``live`` (applies to the next frame).
 """
 from __future__ import annotations
 
@@ -68,8 +67,6 @@ def _none_if_zero(v: int) -> int | None:
     return None if v == 0 else v
 
 
-def _none_if_true(v: bool) -> bool | None:
-    return None if v else False
 
 
 def _rule_or_none(v: str) -> str | None:
@@ -95,8 +92,8 @@ _DECODE: dict[str, tuple[Any, str, tuple | None, Callable[[Any], Any]]] = {
     "max_new_tokens": (128, "Longest answer in tokens", (1, 4096), int),
     "seed": (0, "Sampling seed (used when temperature > 0)", (0, _INT32_MAX), int),
     "constrained": (True, "Keep answers inside their task's language so that they always "
-                          "parse: plans, detections (and questions with a closed answer "
-                          "set); false: off", None, _none_if_true),
+                          "parse: plans, detections, and free-text answers non-blank; "
+                          "false: off", None, bool),
 }
 
 # Planning overrides: DecodeConfig field -> (ROS default meaning "as decode.*", description,
@@ -157,7 +154,7 @@ PARAMS: tuple[ParamSpec, ...] = (
               choices=DTYPES),
     *_MODEL_FIELDS,
     *_decode_specs("decode", _DECODE, ("",) + COMMIT_RULES),
-    *_decode_specs("planning_decode", _PLAN_DECODE, ("",) + COMMIT_RULES),
+    *_decode_specs("plan_decode", _PLAN_DECODE, ("",) + COMMIT_RULES),
     ParamSpec("plan_max_speed_mps", 40.0, "Speed of the planning language's kinematic "
                                           "envelope: no waypoint farther from the ego than "
                                           "this speed allows (rounded up to whole seconds); "
@@ -321,16 +318,16 @@ def decode_config(values: Mapping[str, Any]) -> DecodeConfig:
 
 def plan_decode_config(values: Mapping[str, Any], decode: DecodeConfig
                        ) -> DecodeConfig | None:
-    """``decode`` with the `planning_decode.*` overrides that are set; None when none is."""
-    overrides = {field: to_field(values[f"planning_decode.{field}"])
+    """``decode`` with the `plan_decode.*` overrides that are set; None when none is."""
+    overrides = {field: to_field(values[f"plan_decode.{field}"])
                  for field, (unset, _, _, to_field) in _PLAN_DECODE.items()
-                 if values[f"planning_decode.{field}"] != unset}
+                 if values[f"plan_decode.{field}"] != unset}
     if not overrides:
         return None
     try:
         return replace(decode, **overrides)
     except ValueError as exc:
-        raise ValueError(f"planning_decode.{exc}") from None
+        raise ValueError(f"plan_decode.{exc}") from None
 
 
 def model_fields(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -345,7 +342,7 @@ def model_fields(values: Mapping[str, Any]) -> dict[str, Any]:
 
 def decode_values(decode: DecodeConfig) -> dict[str, Any]:
     """The `decode.*` parameter values that describe `decode` (the inverse of decode_config;
-    `constrained=True`, which no parameter gives, reads as true)."""
+    `constrained=None`, which no parameter gives, reads as true)."""
     values = {field: getattr(decode, field) for field in _DECODE}
     return {f"decode.{field}": (value is not False if field == "constrained" else
                                 _DECODE[field][0] if value is None else value)

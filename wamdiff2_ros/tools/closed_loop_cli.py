@@ -28,7 +28,7 @@ def register(subparsers) -> None:
                            "default time mode realtime)")
     node.add_argument("--node-param", action="append", default=[], metavar="NAME:=VALUE",
                       help="a planner_node parameter override, repeatable (e.g. "
-                           "planning_decode.commit_rule:=low_confidence_leftmost)")
+                           "plan_decode.commit_rule:=low_confidence_leftmost)")
     node.add_argument("--params-file", default=None, metavar="PATH",
                       help="node parameters (default: the package's config/wamdiff2.yaml)")
     node.add_argument("--domain-id", type=int, default=0, metavar="N",

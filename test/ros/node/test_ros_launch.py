@@ -136,7 +136,7 @@ def test_ros2_launch_in_a_namespace_with_remaps(ros_domain, tmp_path):
         for d in detections.detections:                # the untrained preset: usually none
             assert d.bbox.size_x >= 0 and d.results
         info = _ros2(env, "topic", "info", "/route/command")
-        assert "Subscription count: 1" in info, info
+        assert "Subscription count: 2" in info, info    # any publisher, and latched ones
         text = (tmp_path / "launch.log").read_text()
         assert "[ego.wamdiff2_planner]: loading tiny" in text          # the params file's
         assert "[DEBUG]" in text and "path published" in text          # log_level:=debug

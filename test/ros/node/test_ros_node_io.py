@@ -152,6 +152,17 @@ def test_path_of_8_poses_from_the_bundled_model(ros_domain, tmp_path):
         line = [m for m in markers.markers if m.type == Marker.LINE_STRIP]
         assert len(line) == 1 and len(line[0].points) == 8
 
+        # A question outside the trained templates: free text, non-blank under the shipped
+        # `decode.constrained: true`, counted as an answer (never a planning parse failure).
+        parse_failures = client.counter("parse_failures")
+        client.question_pub.publish(String(data="Which poem does the sky remind you of?"))
+        client.wait_for(lambda: client.messages("answer"), 120, "an answer")
+        assert client.messages("answer")[-1][1].data.strip()
+        client.wait_for(lambda: client.counter("questions_answered") >= 1, 30,
+                        "questions_answered on /diagnostics")
+        assert client.counter("answer_failures") == 0
+        assert client.counter("parse_failures") == parse_failures
+
         # The odom-frame variant: the same kind of path, placed with the odometry pose at the
         # image stamp (odometry runs ahead of the frame so the pose is known when it plans).
         assert client.set_parameters({"path_in_odom": True})[0].successful

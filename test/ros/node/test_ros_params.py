@@ -39,22 +39,23 @@ def test_decode_parameters_map_one_to_one_onto_decode_config():
     decode_specs = [p for p in params.PARAMS if p.name.startswith("decode.")]
     assert {p.field for p in decode_specs} == fields
     assert all(p.name == f"decode.{p.field}" for p in decode_specs)
-    assert params.node_config(_defaults()).decode == DecodeConfig()
+    # constrained: true is True, which also keeps free-text answers non-blank (issue 46)
+    assert params.node_config(_defaults()).decode == DecodeConfig(constrained=True)
 
 
-def test_planning_decode_overrides_only_what_is_set():
+def test_plan_decode_overrides_only_what_is_set():
     assert params.node_config(_defaults()).plan_decode is None          # all "as decode.*"
     values = dict(_defaults(), **{"decode.threshold": 0.8,
-                                  "planning_decode.commit_rule": "low_confidence_leftmost",
-                                  "planning_decode.steps_per_block": 8})
+                                  "plan_decode.commit_rule": "low_confidence_leftmost",
+                                  "plan_decode.steps_per_block": 8})
     cfg = params.node_config(values)
-    assert cfg.decode == DecodeConfig(threshold=0.8)
+    assert cfg.decode == DecodeConfig(threshold=0.8, constrained=True)
     assert cfg.plan_decode == DecodeConfig(threshold=0.8, commit_rule="low_confidence_leftmost",
-                                           steps_per_block=8)
-    values["planning_decode.threshold"] = 0.95
-    values["planning_decode.steps_per_block"] = 0                        # one per position
+                                           steps_per_block=8, constrained=True)
+    values["plan_decode.threshold"] = 0.95
+    values["plan_decode.steps_per_block"] = 0                        # one per position
     assert params.node_config(values).plan_decode == DecodeConfig(
-        threshold=0.95, commit_rule="low_confidence_leftmost")
+        threshold=0.95, commit_rule="low_confidence_leftmost", constrained=True)
 
 
 def test_the_plan_envelope_speed_parameter():
@@ -87,8 +88,8 @@ def test_every_parameter_has_a_description_and_numbers_have_ranges():
     ("cameras", [], "cameras"),
     ("decode.commit_rule", "bogus", "decode.commit_rule"),
     ("decode.threshold", 1.5, "decode.threshold"),
-    ("planning_decode.commit_rule", "bogus", "planning_decode.commit_rule"),
-    ("planning_decode.steps_per_block", -2, "planning_decode.steps_per_block"),
+    ("plan_decode.commit_rule", "bogus", "plan_decode.commit_rule"),
+    ("plan_decode.steps_per_block", -2, "plan_decode.steps_per_block"),
     ("default_command", "reverse", "default_command"),
     ("image_transport", "theora", "image_transport"),
     ("camera_qos", "fast", "camera_qos"),
@@ -183,8 +184,8 @@ def _runtime_changes(node) -> bool:
 
         # Planning-only settings: a planner whose plans use them, questions the others.
         result = node.set_parameters_atomically([
-            Parameter("planning_decode.commit_rule", value="low_confidence_leftmost"),
-            Parameter("planning_decode.steps_per_block", value=2)])
+            Parameter("plan_decode.commit_rule", value="low_confidence_leftmost"),
+            Parameter("plan_decode.steps_per_block", value=2)])
         assert result.successful, result.reason
         assert node._planner.plan_decode == dataclasses.replace(
             node._planner.decode, commit_rule="low_confidence_leftmost", steps_per_block=2)
@@ -225,11 +226,13 @@ def _runtime_changes(node) -> bool:
 
 
 def test_decode_values_inverts_decode_config():
-    for decode in (DecodeConfig(), DecodeConfig(block_size=8, steps_per_block=2, threshold=0.5,
-                                                commit_rule="sequential", max_new_tokens=16),
+    for decode in (DecodeConfig(constrained=True),
+                   DecodeConfig(block_size=8, steps_per_block=2, threshold=0.5,
+                                commit_rule="sequential", max_new_tokens=16, constrained=True),
                    DecodeConfig(constrained=False)):
         values = dict(_defaults(), **params.decode_values(decode))
         assert params.decode_config(values) == decode
+    assert params.decode_values(DecodeConfig())["decode.constrained"] is True   # None: on
 
 
 def test_main_exits_2_on_a_bogus_backend(ros_domain, monkeypatch, capsys):
