@@ -48,6 +48,21 @@ FAST_TINY = {"checkpoint": "tiny", "decode.max_new_tokens": 32, "decode.steps_pe
              "decode.constrained": False, "max_odometry_age_s": 0.0, "plan_timeout_s": 0.0}
 
 
+def launch_missing(*modules: str) -> str | None:
+    """Why `ros2 launch` cannot run here (launch_ros, the other `modules` or the ros2 command
+    line missing: no registry serves them), or None."""
+    import importlib
+
+    for name in ("launch_ros", *modules):
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            return f"{exc.name} is not installed (bash ../shared/rosenv/build.sh .venv adds it)"
+    if not (Path(sys.executable).parent / "ros2").exists():
+        return "the ros2 command line is not installed (../shared/rosenv/build.sh adds it)"
+    return None
+
+
 def domain_id(key: str) -> int:
     """A ROS_DOMAIN_ID in 1..101 derived from `key` and this process id.
 

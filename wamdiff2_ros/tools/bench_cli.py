@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         check_output(args.json, "--json", folder=False)
     cfg = _bench_config(args, args.frames, as_shipped=False)
-    checkpoint, decode, width, height = cfg.checkpoint, cfg.decode, cfg.width, cfg.height
+    checkpoint, width, height = cfg.checkpoint, cfg.width, cfg.height
     from wamdiff2_core.decoding.constraints.automaton import LanguageError
 
     try:
@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     except (RuntimeError, TimeoutError) as exc:
         raise CliError(str(exc)) from None
     print(f"wamdiff2 bench node: {checkpoint or 'bundled model'} on {args.device}, "
-          f"{width}x{height}, {args.frames} frames, {decode}, backend {args.backend}; node: "
+          f"{width}x{height}, {args.frames} frames, decoding with {result.decode}; node: "
           f"{describe_dds_profile()}")
     print(result.table())
     if args.json:

@@ -61,6 +61,7 @@ class BenchResult:
     node_result_ms: list[float] = field(default_factory=list)     # every frame, to markers
     planner_parse_failures: int = 0
     frames: int = 0
+    decode: str = ""             # what both decode with (resolved: the checkpoint's rule too)
 
     def summary(self) -> dict:
         def pct(xs):
@@ -270,8 +271,8 @@ def run_bench(cfg: BenchConfig) -> BenchResult:
     from sensor_msgs.msg import Image
 
     frames = bench_frames(cfg.frames + cfg.warmup_frames, cfg.width, cfg.height)
-    result = BenchResult(frames=cfg.frames)
     bare = _BarePlanner(cfg)
+    result = BenchResult(frames=cfg.frames, decode=bare.planner.decode_summary())
     with running_node(cfg) as (proc, log, client):
         wait_for(lambda: client.pub.get_subscription_count() > 0, cfg.timeout_s,
                  "the node to load, warm up and subscribe", proc, log)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ros_harness import PARAMS_FILE, planner_node_executable
+from ros_harness import PARAMS_FILE, launch_missing, planner_node_executable
 
 from wamdiff2_ros.node import dds
 
@@ -85,14 +85,7 @@ def test_the_node_says_which_setting_it_runs_under(ros_domain, tmp_path):
         assert expect in text, text
 
 
-def _missing() -> str | None:
-    try:
-        import launch_ros  # noqa: F401
-    except ImportError as exc:
-        return f"{exc.name} is not installed (bash ../shared/rosenv/build.sh .venv adds it)"
-    if not (BIN / "ros2").exists():
-        return "the ros2 command line is not installed (../shared/rosenv/build.sh adds it)"
-    return None
+MISSING = launch_missing()
 
 
 def _node_list(env: dict, tries: int = 3) -> str:
@@ -107,7 +100,7 @@ def _node_list(env: dict, tries: int = 3) -> str:
 
 
 @pytest.mark.ros
-@pytest.mark.skipif(_missing() is not None, reason=str(_missing()))
+@pytest.mark.skipif(MISSING is not None, reason=str(MISSING))
 def test_the_launched_node_is_discovered_by_peers_of_its_environment(ros_domain, tmp_path):
     """`ros2 launch` under no DDS setting, LARGE_DATA and a profile file of the integrator's:
     a peer on the launch environment's own setting discovers the node (a LARGE_DATA peer

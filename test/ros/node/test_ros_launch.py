@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ros_harness import PARAMS_FILE, REPO, RosClient, diag_values, rgb_image_msg, stamp_s
+from ros_harness import (PARAMS_FILE, REPO, RosClient, diag_values, launch_missing,
+                         rgb_image_msg, stamp_s)
 from sim_frames import sim_frames
 from wamdiff2_ros.node import params
 from wamdiff2_ros.node.topics import (ANSWER_TOPIC, COMMAND_TOPIC, DETECTIONS_TOPIC,
@@ -46,15 +47,7 @@ def test_the_launch_file_can_remap_every_topic_of_the_node():
     assert _assigned("NODE_NAME") == "wamdiff2_planner"
 
 
-def _missing() -> str | None:
-    try:
-        import launch_ros  # noqa: F401
-        import vision_msgs.msg  # noqa: F401
-    except ImportError as exc:
-        return f"{exc.name} is not installed (bash ../shared/rosenv/build.sh .venv adds it)"
-    if not (BIN / "ros2").exists():
-        return "the ros2 command line is not installed (../shared/rosenv/build.sh adds it)"
-    return None
+MISSING = launch_missing("vision_msgs.msg")
 
 
 def _ros2(env: dict, *args: str, timeout: float = 120.0) -> str:
@@ -75,7 +68,7 @@ def _retry(env: dict, args: tuple, expect: str, tries: int = 5) -> str:
 
 
 @pytest.mark.ros
-@pytest.mark.skipif(_missing() is not None, reason=str(_missing()))
+@pytest.mark.skipif(MISSING is not None, reason=str(MISSING))
 def test_ros2_launch_in_a_namespace_with_remaps(ros_domain, tmp_path):
     from nav_msgs.msg import Path as PathMsg
     from rclpy.qos import QoSProfile, ReliabilityPolicy

@@ -60,9 +60,8 @@ ROS2 = Path(sys.executable).parent / "ros2"
 def test_the_shutdown_transition_ends_the_node_without_a_stray_exception(ros_domain,
                                                                          tmp_path):
     """`ros2 lifecycle set ... shutdown` printed "The following exception was never
-    retrieved: cannot use Destroyable because destruction was requested" in 3 of 5
-    shutdowns when the service's reply raced the teardown; the reply now goes out before
-    the node stops spinning."""
+    retrieved: cannot use Destroyable because destruction was requested" when the service's
+    reply raced the teardown; the reply now goes out before the node stops spinning."""
     env = dict(os.environ, ROS_DOMAIN_ID=str(ros_domain), PATH=f"{ROS2.parent}:"
                f"{os.environ['PATH']}", AMENT_PREFIX_PATH=str(ROS2.parents[1]))
     for attempt in range(3):

@@ -29,6 +29,9 @@ def test_bench_node_reports_node_and_bare_planner_latency(tmp_path, request):
     assert "bare Planner.plan()" in proc.stdout and "node: image -> Path" in proc.stdout
     # the node runs as the launch file starts it: under the package's Fast DDS profile
     assert "node: rmw_fastrtps_cpp with the package's profile" in proc.stdout, proc.stdout
+    # the header says the rule both decode with: resolved (a step budget was chosen, so the
+    # preset's recommendation does not apply: low_confidence_dynamic at 0.9)
+    assert "decoding with low_confidence_dynamic at 0.9, steps: 4" in proc.stdout, proc.stdout
     summary = json.loads(out.read_text())
     assert summary["planner_ms"]["n"] == 3 and summary["planner_ms"]["p50"] > 0
     assert summary["node_image_to_markers_ms"]["n"] == 3
