@@ -207,7 +207,7 @@ class PlannerNode(LifecycleNode):
                                               plan_max_speed=cfg.plan_max_speed)
             self.get_logger().info(planner.model.describe())
             self.get_logger().info(f"decoding with {planner.decode_summary()}")
-            stats = planner.warmup()
+            stats = self._planning.run(planner.warmup)
         except Exception as exc:  # noqa: BLE001 - a failed configure leaves us unconfigured
             self.stats.state = "unconfigured"
             self.stats.configure_error = f"{type(exc).__name__}: {exc}"
@@ -340,7 +340,7 @@ class PlannerNode(LifecycleNode):
                 planner = self._planner.reconfigure(cfg.decode, backend=cfg.backend,
                                                     plan_decode=cfg.plan_decode,
                                                     plan_max_speed=cfg.plan_max_speed)
-                planner.warmup()
+                self._planning.run(planner.warmup)
             except Exception as exc:  # noqa: BLE001 - rejected, the old planner stays
                 return SetParametersResult(successful=False, reason=(
                     f"{', '.join(changed['decode'])}: the planner could not be rebuilt "

@@ -12,10 +12,11 @@ is dropped, and the next job waits for it.
 """
 from __future__ import annotations
 
+import queue
 import threading
 import time
 import traceback
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -69,11 +70,28 @@ class AnswerOutcome:
 
 
 class ModelThread:
-    """The one thread that runs the planner; a call can be waited for with a timeout."""
+    """The one thread that runs the planner; a call can be waited for with a timeout.
+
+    A daemon thread: a process that ends while a plan runs past its deadline does not wait
+    for it (the node's teardown leaves it behind, as it did the planning thread)."""
 
     def __init__(self):
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wamdiff2-model")
+        self._calls: queue.SimpleQueue = queue.SimpleQueue()
         self._late: Future | None = None
+        self._thread = threading.Thread(target=self._run, name="wamdiff2-model", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            call = self._calls.get()
+            if call is None:
+                return
+            future, fn, args = call
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn(*args))
+                except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                    future.set_exception(exc)
 
     def call(self, fn: Callable[..., Any], *args, timeout_s: float | None = None) -> Any:
         """`fn(*args)` on the model thread: its result or its exception; TimeoutError after
@@ -82,7 +100,8 @@ class ModelThread:
         if self._late is not None:
             self._late.exception()           # the late answer is dropped, not raised
             self._late = None
-        future = self._pool.submit(fn, *args)
+        future: Future = Future()
+        self._calls.put((future, fn, args))
         try:
             return future.result(timeout_s)
         except TimeoutError:
@@ -92,7 +111,8 @@ class ModelThread:
             raise
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        """End the thread after the call it runs (if any)."""
+        self._calls.put(None)
 
 
 class Planning:
@@ -102,10 +122,14 @@ class Planning:
         self._odometry, self._now_s, self._log = odometry, now_s, log
         self.last_plan = LastPlan()
         self._model = ModelThread()
-        self._lock = threading.Lock()
 
     def close(self) -> None:
         self._model.close()
+
+    def run(self, fn: Callable[..., Any], *args) -> Any:
+        """`fn(*args)` on the model's thread (a warm-up: torch is much slower on the main
+        thread of a busy machine, and a decode must not overlap a plan)."""
+        return self._model.call(fn, *args)
 
     # ------------------------------------------------------------------ frames
     def plan(self, job: FrameJob) -> PlanOutcome:
