@@ -240,6 +240,27 @@ def camera_arg(resolution: str, hfov: float = 80.0):
     return CameraConfig(width=width, height=height, hfov_deg=hfov)
 
 
+#: The help of every `--cameras RIG` option (data generate, closed loop, record-sim, bench).
+CAMERAS_HELP = ("camera rig: a rig file (YAML: cameras: [{name, yaw_deg, hfov_deg, mount_x, "
+                "...}], docs/simulation.md) or standard names, e.g. front,left "
+                "(front, front_left, front_right, left, right, rear); cameras that set no "
+                "resolution or field of view take --resolution / --hfov (default: front)")
+
+
+def rig_arg(cameras: str | None, resolution: str, hfov: float = 80.0):
+    """A simulator ``CameraRig`` from `--cameras RIG` (None: the front camera alone) with
+    `--resolution` / `--hfov` as every camera's defaults."""
+    from wamdiff2_core.sim.camera import CameraRig, load_rig
+
+    camera = camera_arg(resolution, hfov)
+    if cameras is None:
+        return CameraRig((camera,))
+    try:
+        return load_rig(cameras, camera)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+
+
 def scenarios_arg(text: str) -> tuple[str, ...]:
     """Scenario families from a comma-separated `--scenarios` value."""
     from wamdiff2_core.sim.scenarios import parse_scenarios

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
-from wamdiff2_core.apps.common import CliError, camera_arg, scenarios_arg, subgroup
+from wamdiff2_core.apps.common import CAMERAS_HELP, CliError, rig_arg, scenarios_arg, subgroup
 from wamdiff2_core.apps.outputs import check_output
 
 
@@ -16,7 +16,8 @@ def register(subparsers) -> None:
         description="Drive the expert (or, with --drive perturbed, a car pushed off the "
                     "expert's plan, for recovery data) through simulated episodes "
                     "(highway-env), render the "
-                    "front camera (Panda3D, offscreen) and write DIR/images/*.png, "
+                    "front camera or a camera rig (Panda3D, offscreen) and write "
+                    "DIR/images/*.png, "
                     "DIR/camera.json and DIR/train.json (reference conversation format, "
                     "one record per task per frame). Same arguments, same bytes.")
     gen.add_argument("--out", required=True, metavar="DIR", help="output directory")
@@ -31,6 +32,7 @@ def register(subparsers) -> None:
                      help="camera resolution (default 320x180)")
     gen.add_argument("--hfov", type=float, default=80.0, metavar="DEG",
                      help="horizontal field of view in degrees (default 80)")
+    gen.add_argument("--cameras", metavar="RIG", help=CAMERAS_HELP)
     gen.add_argument("--frames", type=int, default=20, metavar="N",
                      help="frames per episode, one every 0.5 s (default 20)")
     gen.add_argument("--drive", choices=("expert", "perturbed"), default="expert",
@@ -82,7 +84,7 @@ def run_generate(args) -> int:
             episodes=args.episodes, seed=args.seed, tasks=tasks,
             scenarios=scenarios_arg(args.scenarios),
             episode=EpisodeConfig(frames=args.frames,
-                                  camera=camera_arg(args.resolution, args.hfov),
+                                  camera=rig_arg(args.cameras, args.resolution, args.hfov),
                                   drive=args.drive, perturb_m=args.perturb_m,
                                   perturb_p=args.perturb_p))
         summary = generate(args.out, config, resume=args.resume,

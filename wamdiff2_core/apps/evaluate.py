@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from wamdiff2_core.apps.common import (CliError, add_decode_options, add_field_options,
-                                       camera_arg, check_model_source,
+from wamdiff2_core.apps.common import (CAMERAS_HELP, CliError, add_decode_options,
+                                       add_field_options, check_model_source, rig_arg,
                                        decode_config, decode_knobs, field_overrides,
                                        scenarios_arg, subgroup)
 from wamdiff2_core.apps.predict import add_predict_options, predict_settings, predict_to
@@ -241,6 +241,9 @@ def _register_closed_loop(group) -> None:
                         help="episode length (default: each scenario's own)")
     closed.add_argument("--resolution", default="320x180", metavar="WxH",
                         help="camera resolution given to the planner (default 320x180)")
+    closed.add_argument("--cameras", metavar="RIG",
+                        help=CAMERAS_HELP + "; a checkpoint planner must have been trained "
+                             "with the same cameras")
     closed.add_argument("--out", default=DEFAULT_CLOSED_OUT, metavar="DIR",
                         help=f"report directory (default {DEFAULT_CLOSED_OUT})")
     closed.add_argument("--max-plots", type=int, default=12, metavar="N",
@@ -285,7 +288,7 @@ def _drive_in_process(args: argparse.Namespace, config) -> tuple[list, dict]:
                        "--through-node (the ROS node plans while the world moves on)")
     decode = decode_config(args) if decode_knobs(args) else None   # checkpoint planners only
     try:
-        planner = make_planner(args.planner, decode)
+        planner = make_planner(args.planner, decode, config.camera.names)
     except (ValueError, FileNotFoundError, OSError) as exc:
         raise CliError(f"cannot load planner {args.planner!r}: {exc}") from None
     return drive(planner, config, progress=not args.no_progress), {}
@@ -315,7 +318,8 @@ def closed_loop_config(args: argparse.Namespace):
     try:
         return ClosedLoopConfig(episodes=args.episodes, seed=args.seed,
                                 scenarios=scenarios_arg(args.scenarios),
-                                duration_s=args.duration, camera=camera_arg(args.resolution),
+                                duration_s=args.duration,
+                                camera=rig_arg(args.cameras, args.resolution),
                                 replan_interval_s=round(1.0 / args.camera_rate, 6),
                                 time_mode=time_mode, latency=latency,
                                 answer_timeout_s=args.answer_timeout,

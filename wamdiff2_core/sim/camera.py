@@ -1,26 +1,34 @@
-"""The front camera model: resolution, pinhole intrinsics, mount; numpy projection.
+"""Camera models: resolution, pinhole intrinsics, mount; numpy projection; camera rigs.
 
 Pixel coordinates are continuous, origin at the top-left corner of the image, u right,
 v down; pixel (i, j) covers [i, i+1) x [j, j+1). A point at (X right, Y up, Z forward) in
 the camera frame lands at ``u = cx + fx X / Z``, ``v = cy - fy Y / Z``. The Panda3D
 renderer builds its lens from the same numbers, and tests hold the two to each other.
+
+A :class:`CameraRig` is a list of named cameras (pose and field of view each), from a rig
+file or a list of standard names (:func:`load_rig`); its first camera is the one detection
+boxes are drawn on, and its names are the cameras a prompt names (``tasks.scene_prefix``).
 """
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
 
 import numpy as np
 
 from wamdiff2_core.geometry import rotation
+from wamdiff2_core.tasks.cameras import DEFAULT_CAMERAS, check_cameras
 
 VEHICLE_HEIGHT_M = 1.6   # vehicles are boxes this tall, taller than the camera mount
 
 
 @dataclass(frozen=True)
 class CameraConfig:
-    """Front camera: image size, intrinsics (derived from ``hfov_deg`` unless given) and
-    mount on the ego (ego frame: x forward, y left, z up from the ground)."""
+    """One camera: its name, image size, intrinsics (derived from ``hfov_deg`` unless given)
+    and mount on the ego (ego frame: x forward, y left, z up from the ground; ``yaw_deg``
+    turns it to the left of straight ahead)."""
 
     width: int = 320
     height: int = 180
@@ -35,10 +43,19 @@ class CameraConfig:
     pitch_deg: float = -2.0        # negative looks down
     near: float = 0.5
     far: float = 150.0
+    name: str = DEFAULT_CAMERAS[0]
+    yaw_deg: float = 0.0
 
     def __post_init__(self) -> None:
         if self.width < 16 or self.height < 16:
             raise ValueError(f"camera resolution {self.width}x{self.height} is too small")
+        check_cameras([self.name], "camera name")
+        if not 1.0 <= self.hfov_deg <= 170.0:
+            raise ValueError(f"camera {self.name}: hfov_deg must be in [1, 170], got "
+                             f"{self.hfov_deg}")
+        if not -180.0 <= self.yaw_deg <= 180.0:
+            raise ValueError(f"camera {self.name}: yaw_deg must be in [-180, 180], got "
+                             f"{self.yaw_deg}")
 
     @property
     def intrinsics(self) -> tuple[float, float, float, float]:
@@ -52,11 +69,113 @@ class CameraConfig:
     def to_json(self) -> dict:
         """The ``camera.json`` document of a data set (see docs/INTERFACES.md)."""
         fx, fy, cx, cy = self.intrinsics
-        return {"width": self.width, "height": self.height, "fx": round(fx, 6),
-                "fy": round(fy, 6), "cx": round(cx, 6), "cy": round(cy, 6),
+        return {"name": self.name, "width": self.width, "height": self.height,
+                "fx": round(fx, 6), "fy": round(fy, 6), "cx": round(cx, 6), "cy": round(cy, 6),
                 "mount": {"x": self.mount_x, "y": self.mount_y, "z": self.mount_z,
-                          "pitch_deg": self.pitch_deg, "frame": "ego: x forward, y left, z up"},
+                          "yaw_deg": self.yaw_deg, "pitch_deg": self.pitch_deg,
+                          "frame": "ego: x forward, y left, z up"},
                 "near": self.near, "far": self.far, "vehicle_height": VEHICLE_HEIGHT_M}
+
+
+#: Poses of the cameras a rig can name without a file (``load_rig("front,left")``): yaw to
+#: the left of straight ahead and the mount's lateral offset, the rest as ``CameraConfig``.
+STANDARD_CAMERAS: dict[str, dict] = {
+    "front": {},
+    "front_left": {"yaw_deg": 55.0, "mount_x": 0.9, "mount_y": 0.8},
+    "front_right": {"yaw_deg": -55.0, "mount_x": 0.9, "mount_y": -0.8},
+    "left": {"yaw_deg": 90.0, "mount_x": 0.0, "mount_y": 0.9},
+    "right": {"yaw_deg": -90.0, "mount_x": 0.0, "mount_y": -0.9},
+    "rear": {"yaw_deg": 180.0, "mount_x": -2.0},
+}
+_KEYS = {f.name for f in fields(CameraConfig)}
+
+
+@dataclass(frozen=True)
+class CameraRig:
+    """Named cameras in order (the order of a prompt's images); the first one is the
+    camera detection boxes are drawn on."""
+
+    cameras: tuple[CameraConfig, ...] = (CameraConfig(),)
+
+    def __post_init__(self) -> None:
+        cameras = tuple(self.cameras)
+        if not all(isinstance(c, CameraConfig) for c in cameras):
+            raise ValueError("a camera rig holds CameraConfig cameras")
+        check_cameras([c.name for c in cameras], "camera rig")
+        object.__setattr__(self, "cameras", cameras)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.cameras)
+
+    @property
+    def first(self) -> CameraConfig:
+        return self.cameras[0]
+
+    @property
+    def far(self) -> float:
+        """The farthest any camera sees (metres)."""
+        return max(c.far for c in self.cameras)
+
+    def to_json(self) -> dict:
+        """The ``camera.json`` document: the first camera's (what one-camera readers take),
+        and with several cameras every camera's under ``"rig"``, in order."""
+        doc = self.first.to_json()
+        return doc if len(self.cameras) == 1 else \
+            {**doc, "rig": [c.to_json() for c in self.cameras]}
+
+
+def as_rig(camera: "CameraConfig | CameraRig") -> CameraRig:
+    """A rig of one camera, or the rig itself."""
+    return camera if isinstance(camera, CameraRig) else CameraRig((camera,))
+
+
+def load_rig(spec: str, defaults: CameraConfig = CameraConfig()) -> CameraRig:
+    """A camera rig from ``spec``: a rig file (YAML or JSON: ``cameras:``, a list of
+    mappings with ``name`` and any ``CameraConfig`` field) or comma-separated names of
+    :data:`STANDARD_CAMERAS` (``front,left``). Fields a camera does not set are
+    ``defaults``' (the command line's resolution and field of view). ValueError (one
+    sentence) for an unreadable file, an unknown key or name, or a bad value."""
+    path = Path(spec)
+    if path.suffix in (".yaml", ".yml", ".json") or path.is_file():
+        entries = _rig_file(path)
+    else:
+        names = [n.strip() for n in spec.split(",") if n.strip()]
+        unknown = [n for n in names if n not in STANDARD_CAMERAS]
+        if unknown or not names:
+            raise ValueError(f"--cameras {spec!r}: not a rig file, and {unknown or spec!r} "
+                             f"not among the standard cameras ({', '.join(STANDARD_CAMERAS)})")
+        entries = [{"name": n, **STANDARD_CAMERAS[n]} for n in names]
+    cameras = []
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict) or "name" not in entry:
+            raise ValueError(f"{spec}: camera {i + 1} must be a mapping with a name")
+        unknown = sorted(set(entry) - _KEYS)
+        if unknown:
+            raise ValueError(f"{spec}: camera {entry['name']!r} has unknown keys {unknown}; "
+                             f"known: {sorted(_KEYS)}")
+        try:
+            cameras.append(replace(defaults, **entry))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{spec}: {exc}") from None
+    return CameraRig(tuple(cameras))
+
+
+def _rig_file(path: Path) -> list:
+    import yaml
+
+    try:
+        text = path.read_text(encoding="utf-8")
+        doc = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError) as exc:
+        raise ValueError(f"cannot read the camera rig {path}: "
+                         f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+                         ) from None
+    if not isinstance(doc, dict) or set(doc) != {"cameras"} or \
+            not isinstance(doc["cameras"], list) or not doc["cameras"]:
+        raise ValueError(f"the camera rig {path} must hold one key, cameras: a non-empty "
+                         f"list of cameras")
+    return doc["cameras"]
 
 
 def parse_resolution(text: str) -> tuple[int, int]:
@@ -77,7 +196,8 @@ def camera_pose(config: CameraConfig, ego_xy: np.ndarray, ego_yaw: float
     mount = rotation(ego_yaw) @ np.array([config.mount_x, config.mount_y])
     centre = np.array([ego_xy[0] + mount[0], ego_xy[1] + mount[1], config.mount_z])
     pitch = math.radians(config.pitch_deg)
-    c, s = math.cos(ego_yaw), math.sin(ego_yaw)
+    yaw = ego_yaw + math.radians(config.yaw_deg)
+    c, s = math.cos(yaw), math.sin(yaw)
     forward_h = np.array([c, s, 0.0])
     left_h = np.array([-s, c, 0.0])
     forward = math.cos(pitch) * forward_h + math.sin(pitch) * np.array([0.0, 0.0, 1.0])

@@ -1,7 +1,8 @@
 """Closed-loop runner: a planner drives the ego through simulated episodes.
 
-Every ``replan_interval_s`` (the camera period) the runner renders the front camera,
-builds the observation (command from the expert's intent, velocity and acceleration in the
+Every ``replan_interval_s`` (the camera period) the runner renders the cameras of its rig
+(the front camera alone by default; one image per camera, in the rig's order), builds the
+observation (command from the expert's intent, velocity and acceleration in the
 ego frame) and hands the frame to a plan source (:mod:`~wamdiff2_core.sim.plan_sources`:
 a planner function in this process, or the ROS node); the time mode
 (:mod:`~wamdiff2_core.sim.schedules`) decides when, in simulated time, each plan arrives.
@@ -20,7 +21,7 @@ import numpy as np
 from wamdiff2_core.evaluation.closed_loop_report import distribution
 from wamdiff2_core.evaluation.pdms import EpisodeLog, EpisodeScore, ScoreConfig, score_episode
 from wamdiff2_core.geometry import map_to_ego, wrap_angle
-from wamdiff2_core.sim.camera import CameraConfig
+from wamdiff2_core.sim.camera import CameraRig, as_rig
 from wamdiff2_core.sim.controller import ControllerConfig, TrackingController
 from wamdiff2_core.sim.generator import episode_seed
 from wamdiff2_core.sim.latency import parse_latency_model
@@ -48,11 +49,12 @@ class ClosedLoopConfig:
     latency: str = "zero"                    # the latency model of time_mode latency-model
     answer_timeout_s: float = 10.0           # realtime: simulated seconds with no answer
     warm_start: bool = True                  # the world waits for each episode's first plan
-    camera: CameraConfig = field(default_factory=CameraConfig)
+    camera: CameraRig = field(default_factory=CameraRig)   # a CameraConfig: a rig of one
     controller: ControllerConfig = field(default_factory=ControllerConfig)
     score: ScoreConfig = field(default_factory=ScoreConfig)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "camera", as_rig(self.camera))
         if self.time_mode not in TIME_MODES:
             raise ValueError(f"unknown time mode {self.time_mode!r}; use "
                              f"{' | '.join(TIME_MODES)}")
@@ -261,14 +263,17 @@ def _ego_tick(world: World) -> EgoTick:
 
 def capture_frame(world: World, renderer: CameraRenderer, config: ClosedLoopConfig
                   ) -> CameraFrame:
-    """The front camera now, with the command (from a rollout of the expert), velocity,
-    acceleration and the expert's own waypoints (for the privileged expert planner)."""
+    """The rig's images now (the first camera's is the frame's ``image``), with the command
+    (from a rollout of the expert), velocity, acceleration and the expert's own waypoints
+    (for the privileged expert planner)."""
     ego = world.ego_state()
     expert_waypoints, command = world.expert_plan()              # t = 0.5 ... 4.0 s
-    image = renderer.render(ego, world.others(radius=config.camera.far + 10.0)).rgb
+    frames = renderer.render_rig(ego, world.others(radius=config.camera.far + 10.0))
+    images = [frame.rgb for frame in frames]
+    image = images[0]
     velocity, acceleration = world.ego_motion()
     observation = SimObservation(
-        images=[image], command=command,
+        images=images, command=command,
         velocity=(float(velocity[0]), float(velocity[1])),
         acceleration=(float(acceleration[0]), float(acceleration[1])),
         stamp=world.time, expert_waypoints=expert_waypoints)

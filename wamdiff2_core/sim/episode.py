@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from wamdiff2_core.geometry import map_to_ego, wrap_angle
-from wamdiff2_core.sim.camera import CameraConfig
+from wamdiff2_core.sim.camera import CameraRig, as_rig
 from wamdiff2_core.sim.controller import Plan, TrackingController
 from wamdiff2_core.sim.detection import DetectionConfig, GroundTruthBox, boxes_from_ids
 from wamdiff2_core.sim.expert import derive_command
@@ -47,13 +47,14 @@ class EpisodeConfig:
     frames: int = 20
     frame_interval_s: float = 0.5
     warmup_s: float = 1.0
-    camera: CameraConfig = field(default_factory=CameraConfig)
+    camera: CameraRig = field(default_factory=CameraRig)   # a CameraConfig: a rig of one
     detection: DetectionConfig = field(default_factory=DetectionConfig)
     drive: str = "expert"              # expert | perturbed (module docstring)
     perturb_m: float = 0.75            # perturbed: std of the lateral offset [m]
     perturb_p: float = 0.5             # perturbed: probability that a plan is pushed
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "camera", as_rig(self.camera))
         if self.drive not in DRIVES:
             raise ValueError(f"drive must be one of {DRIVES}, got {self.drive!r}")
         if not (0.0 < self.perturb_m <= 3.0):
@@ -74,7 +75,7 @@ class Capture:
 
     frame: int
     step: int
-    image: np.ndarray                  # (H, W, 3) uint8
+    images: tuple[np.ndarray, ...]     # (H, W, 3) uint8 per camera of the rig, in its order
     ego: AgentState
     velocity: np.ndarray               # (2,) ego frame
     acceleration: np.ndarray           # (2,) ego frame
@@ -84,6 +85,11 @@ class Capture:
     command: str = "straight"
     ego_future: np.ndarray | None = None        # (8, 2) ego frame
     others_future: list[dict] = field(default_factory=list)
+
+    @property
+    def image(self) -> np.ndarray:
+        """The first camera's image (the one detection boxes are drawn on)."""
+        return self.images[0]
 
 
 def _snapshot(world: World) -> dict[int, tuple[float, float, float, float, float]]:
@@ -165,12 +171,12 @@ def _capture(world: World, renderer: CameraRenderer, config: EpisodeConfig, seed
              episode: int, frame: int, step: int) -> Capture:
     ego = world.ego_state()
     visible = world.others(radius=config.camera.far + 10.0)
-    rendered = renderer.render(ego, visible)
+    rendered = renderer.render_rig(ego, visible)
     velocity, acceleration = world.ego_motion()
     rng = np.random.default_rng([seed, episode, frame])
-    return Capture(frame=frame, step=step, image=rendered.rgb, ego=ego, velocity=velocity,
-                   acceleration=acceleration,
-                   boxes=boxes_from_ids(rendered.ids, config.detection),
+    return Capture(frame=frame, step=step, images=tuple(f.rgb for f in rendered), ego=ego,
+                   velocity=velocity, acceleration=acceleration,
+                   boxes=boxes_from_ids(rendered[0].ids, config.detection),
                    qa=qa_item(world, rng), others=world.others(radius=OTHERS_RADIUS_M))
 
 

@@ -2,8 +2,9 @@
 
 Layout (docs/INTERFACES.md, "Generated data set")::
 
-    DIR/images/<episode>_<frame>.png   front camera
-    DIR/camera.json                    resolution, intrinsics, mount
+    DIR/images/<episode>_<frame>.png   the camera (one camera)
+    DIR/images/<episode>_<frame>_<camera>.png   each camera of a rig (--cameras)
+    DIR/camera.json                    resolution, intrinsics, mount (a rig: each camera's)
     DIR/train.json                     records sorted by id (one per task per frame)
     DIR/progress.json, DIR/.parts/     resume state; both gone once the run has finished
 
@@ -105,10 +106,12 @@ def _r(values, digits: int = 4):
 
 # ------------------------------------------------------------------------------ records
 def frame_records(capture: Capture, scenario: str, seed: int, episode: int,
-                  config: GeneratorConfig, image_path: str) -> list[dict]:
-    """The records (one per task) of one captured frame."""
-    camera = config.episode.camera
-    width, height = camera.width, camera.height
+                  config: GeneratorConfig, image_paths: list[str]) -> list[dict]:
+    """The records (one per task) of one captured frame; ``image_paths``: one per camera of
+    the rig, in its order (detection boxes are the first camera's)."""
+    rig = config.episode.camera
+    cameras = rig.names
+    width, height = rig.first.width, rig.first.height
     base = {"episode": episode, "frame": capture.frame, "scenario": scenario, "seed": seed,
             "image_size": [width, height], "time_s": _r(capture.step * CONTROL_DT, 3)}
     stem = f"{episode:05d}_{capture.frame:03d}"
@@ -116,7 +119,8 @@ def frame_records(capture: Capture, scenario: str, seed: int, episode: int,
     for task in config.tasks:
         if task == "planning":
             prompt = tasks.planning_prompt(capture.command, velocity=tuple(capture.velocity),
-                                           acceleration=tuple(capture.acceleration))
+                                           acceleration=tuple(capture.acceleration),
+                                           cameras=cameras)
             answer = tasks.format_waypoints(capture.ego_future)
             meta = {"command": capture.command, "velocity": _r(capture.velocity),
                     "acceleration": _r(capture.acceleration),
@@ -126,18 +130,18 @@ def frame_records(capture: Capture, scenario: str, seed: int, episode: int,
                                        "poses": _r(o["poses"])}
                                       for o in capture.others_future]}
         elif task == "detection":
-            prompt = tasks.detection_prompt()
+            prompt = tasks.detection_prompt(cameras)
             answer = tasks.format_detections(
                 [tasks.Detection(box=b.box, label=b.label) for b in capture.boxes],
                 width, height)
             meta = {"boxes": [b.to_meta() for b in capture.boxes]}
         else:
-            prompt = tasks.qa_prompt(capture.qa.question)
+            prompt = tasks.qa_prompt(capture.qa.question, cameras=cameras)
             answer = tasks.format_answer(capture.qa.answer)
             meta = {"question": capture.qa.question, "answer": capture.qa.answer,
                     "answer_set": list(capture.qa.answer_set),
                     "template": capture.qa.template}
-        record = tasks.conversation_record(f"{stem}_{task}", [image_path], prompt, answer,
+        record = tasks.conversation_record(f"{stem}_{task}", image_paths, prompt, answer,
                                            task)
         record["meta"] = {**base, **meta}
         records.append(record)
@@ -149,11 +153,14 @@ def generate_episode(out: Path, config: GeneratorConfig, episode: int) -> list[d
     scenario = config.scenarios[episode % len(config.scenarios)]
     seed = episode_seed(config.seed, episode)
     _, captures = run_episode(scenario, seed, episode, config.episode)
+    names = config.episode.camera.names
     records = []
     for capture in captures:
-        image_path = f"{IMAGES_DIR}/{episode:05d}_{capture.frame:03d}.png"
-        write_atomic(out / image_path, _png_bytes(capture.image))
-        records.extend(frame_records(capture, scenario, seed, episode, config, image_path))
+        stem = f"{IMAGES_DIR}/{episode:05d}_{capture.frame:03d}"
+        paths = [f"{stem}.png"] if len(names) == 1 else [f"{stem}_{n}.png" for n in names]
+        for path, image in zip(paths, capture.images):
+            write_atomic(out / path, _png_bytes(image))
+        records.extend(frame_records(capture, scenario, seed, episode, config, paths))
     return records
 
 

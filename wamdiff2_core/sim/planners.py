@@ -1,7 +1,8 @@
 """Planners for the closed loop: ``(observation, image) -> waypoints (8, 2)``.
 
 A planner is any callable taking a :class:`SimObservation` (an ``Observation`` plus the
-privileged expert plan) and the current front image (H, W, 3) uint8, and
+privileged expert plan; its images: one per camera of the run's rig) and the current image
+of the rig's first camera (H, W, 3) uint8, and
 returning 8 waypoints in the ego frame (x forward, y left, 0.5 s apart), or a
 ``PlanResult`` holding them (its decode statistics are what ``--time latency-model``
 prices). It may raise ``AnswerParseError``; the runner counts that and falls back safely.
@@ -53,13 +54,16 @@ def constant_velocity_planner() -> PlannerFn:
     return plan
 
 
-def checkpoint_planner(path: str, decode=None) -> PlannerFn:
+def checkpoint_planner(path: str, decode=None,
+                       cameras: tuple[str, ...] | None = None) -> PlannerFn:
     """A trained model (checkpoint directory or preset name) as a closed-loop planner;
     ``decode``: a ``DecodeConfig`` (default: none chosen, so the checkpoint's recommended
-    commit rule; ``decoding.config.resolve_decode``)."""
+    commit rule; ``decoding.config.resolve_decode``). ``cameras``: the run's rig, which
+    must be the cameras the model was trained with (ValueError, before any episode)."""
     from wamdiff2_core.planner import Planner  # torch and transformers load here
 
     model = Planner.from_pretrained(path, decode=decode or DecodeConfig())
+    check_rig(model.model.fields.cameras, cameras, f"checkpoint {path}")
 
     def plan(observation: SimObservation, image: np.ndarray):
         return model.plan(observation)      # a PlanResult: waypoints and the decode's stats
@@ -73,9 +77,19 @@ PLANNERS: dict[str, Callable[..., PlannerFn]] = {
 }
 
 
-def make_planner(spec: str, decode=None) -> PlannerFn:
+def check_rig(trained: tuple[str, ...], rig: tuple[str, ...] | None, what: str) -> None:
+    """ValueError (one sentence) unless ``rig`` (None: not stated) is ``trained``, the
+    cameras a model was trained with, in order."""
+    if rig is not None and tuple(rig) != tuple(trained):
+        raise ValueError(f"{what} was trained with the cameras {', '.join(trained)} but the "
+                         f"rig has {', '.join(rig)}: pass the rig it was trained with "
+                         f"(--cameras {','.join(trained)} or its rig file)")
+
+
+def make_planner(spec: str, decode=None, cameras: tuple[str, ...] | None = None) -> PlannerFn:
     """``"expert"``, ``"constant-velocity"`` or ``"checkpoint:DIR"`` -> a planner. ``decode``
-    (a ``DecodeConfig``) sets how a checkpoint planner decodes."""
+    (a ``DecodeConfig``) sets how a checkpoint planner decodes; ``cameras``: the run's rig
+    (a checkpoint planner refuses one its model was not trained with)."""
     name, _, argument = spec.partition(":")
     if name not in PLANNERS:
         raise ValueError(f"unknown planner {spec!r}; use expert, constant-velocity or "
@@ -83,7 +97,7 @@ def make_planner(spec: str, decode=None) -> PlannerFn:
     if name == "checkpoint":
         if not argument:
             raise ValueError("checkpoint planner needs a directory: checkpoint:DIR")
-        return PLANNERS[name](argument, decode)
+        return PLANNERS[name](argument, decode, cameras)
     if decode is not None:
         raise ValueError(f"decoding options apply to checkpoint planners, not {name!r}")
     if argument:

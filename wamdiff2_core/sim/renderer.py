@@ -1,6 +1,8 @@
-"""Offscreen front-camera rendering with Panda3D, on the CPU, with no display.
+"""Offscreen camera rendering with Panda3D, on the CPU, with no display.
 
-Two passes share one camera pose, lens and offscreen buffer (rendered one after the other):
+One scene per world; each camera of a rig (``camera.CameraRig``) views it with its own pose,
+lens and offscreen buffer. Two passes share one camera's pose, lens and buffer (rendered one
+after the other):
 
 - colour: sky, ground, road surface, lane markings (solid and dashed), vehicles as
   flat-shaded boxes (each face's brightness baked into its vertex colours, no lights);
@@ -29,7 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from wamdiff2_core.sim.camera import VEHICLE_HEIGHT_M, CameraConfig, camera_pose
+from wamdiff2_core.sim.camera import (VEHICLE_HEIGHT_M, CameraConfig, CameraRig, as_rig,
+                                      camera_pose)
 
 _PRC = """
 load-display p3tinydisplay
@@ -155,26 +158,30 @@ class Frame:
     ids: np.ndarray      # (H, W) int32, vehicle id or -1
 
 
+@dataclass
+class _View:
+    """One camera of the rig: its config, its lens nodes (colour and id pass) and buffer."""
+
+    config: CameraConfig
+    cameras: list
+    screen: _Offscreen | None
+
+
 class CameraRenderer:
-    """Renders the front camera of one world (one road); reuse it for every frame."""
+    """Renders the cameras of one world (one road) from the ego: one camera
+    (``CameraConfig``) or a rig (``CameraRig``); reuse it for every frame. ``render`` gives
+    the first camera's frame, ``render_rig`` every camera's, in the rig's order."""
 
-    def __init__(self, config: CameraConfig, lanes: list) -> None:
-        from panda3d.core import Camera, NodePath, PerspectiveLens
+    def __init__(self, config: CameraConfig | CameraRig, lanes: list) -> None:
+        from panda3d.core import NodePath
 
-        self.config = config
+        self.rig = as_rig(config)
+        self.config = self.rig.first
         self._lanes = lanes
         self._color_root = NodePath("color")
         self._id_root = NodePath("id")
-        lens = PerspectiveLens()
-        fx, fy, cx, cy = config.intrinsics
-        lens.set_film_size(config.width / fx, config.height / fy)
-        lens.set_focal_length(1.0)
-        lens.set_film_offset((config.width / 2.0 - cx) / fx, (cy - config.height / 2.0) / fy)
-        lens.set_near_far(config.near, config.far)
-        self._cameras = [root.attach_new_node(Camera("camera", lens))
-                         for root in (self._color_root, self._id_root)]
         self._clears = (SKY, (0, 0, 0, 1))                    # per pass: colour, id
-        self._screen = _Offscreen.acquire(config.width, config.height)
+        self._views = [self._make_view(camera) for camera in self.rig.cameras]
         for root in (self._color_root, self._id_root):
             root.set_light_off()
             root.set_two_sided(True)
@@ -185,10 +192,23 @@ class CameraRenderer:
         self._vehicles: dict[int, tuple[object, object]] = {}
 
     # ----------------------------------------------------------------------------- set-up
+    def _make_view(self, config: CameraConfig) -> _View:
+        from panda3d.core import Camera, PerspectiveLens
+
+        lens = PerspectiveLens()
+        fx, fy, cx, cy = config.intrinsics
+        lens.set_film_size(config.width / fx, config.height / fy)
+        lens.set_focal_length(1.0)
+        lens.set_film_offset((config.width / 2.0 - cx) / fx, (cy - config.height / 2.0) / fy)
+        lens.set_near_far(config.near, config.far)
+        cameras = [root.attach_new_node(Camera(f"camera-{config.name}", lens))
+                   for root in (self._color_root, self._id_root)]
+        return _View(config, cameras, _Offscreen.acquire(config.width, config.height))
+
     def _make_ground(self):
         from wamdiff2_core.sim.meshes import quad_strip_node
 
-        half = self.config.far * 2.0
+        half = self.rig.far * 2.0
         corners = np.array([[-half, -half], [half, -half], [half, half], [-half, half]])
         node = self._color_root.attach_new_node(
             quad_strip_node("ground", corners[[0, 3]], corners[[1, 2]], GRASS))
@@ -225,7 +245,7 @@ class CameraRenderer:
 
     # ----------------------------------------------------------------------------- frames
     def _update_road(self, centre: np.ndarray) -> None:
-        reach = int(math.ceil((self.config.far + CHUNK_M) / CELL_M))
+        reach = int(math.ceil((self.rig.far + CHUNK_M) / CELL_M))
         cx, cy = int(centre[0] // CELL_M), int(centre[1] // CELL_M)
         wanted = set()
         for dx in range(-reach, reach + 1):
@@ -265,24 +285,37 @@ class CameraRenderer:
                     node.detach_node()
 
     def render(self, ego, agents) -> Frame:
-        """Render the ego's front camera with ``agents`` (AgentStates, ego excluded)."""
-        centre, axes = camera_pose(self.config, ego.xy, ego.yaw)
-        yaw_deg = math.degrees(math.atan2(axes[2][1], axes[2][0]))
-        for camera in self._cameras:
-            camera.set_pos(*centre)
-            camera.set_hpr(yaw_deg - 90.0, self.config.pitch_deg, 0.0)
+        """Render the ego's first camera with ``agents`` (AgentStates, ego excluded)."""
+        return self._render(ego, agents, self._views[:1])[0]
+
+    def render_rig(self, ego, agents) -> list[Frame]:
+        """Render every camera of the rig, in its order, on the same scene state."""
+        return self._render(ego, agents, self._views)
+
+    def _render(self, ego, agents, views: list[_View]) -> list[Frame]:
+        # The scene is placed around the first camera (every camera is mounted on the ego).
+        centre = camera_pose(self.config, ego.xy, ego.yaw)[0]
         self._ground.set_pos(centre[0], centre[1], 0.0)
         self._update_road(centre)
         self._update_vehicles(agents)
-        rgb, id_rgb = (self._screen.render(camera, clear)
-                       for camera, clear in zip(self._cameras, self._clears))
-        return Frame(rgb=rgb, ids=decode_ids(id_rgb))
+        frames = []
+        for view in views:
+            position, axes = camera_pose(view.config, ego.xy, ego.yaw)
+            yaw_deg = math.degrees(math.atan2(axes[2][1], axes[2][0]))
+            for camera in view.cameras:
+                camera.set_pos(*position)
+                camera.set_hpr(yaw_deg - 90.0, view.config.pitch_deg, 0.0)
+            rgb, id_rgb = (view.screen.render(camera, clear)
+                           for camera, clear in zip(view.cameras, self._clears))
+            frames.append(Frame(rgb=rgb, ids=decode_ids(id_rgb)))
+        return frames
 
     def close(self) -> None:
-        """Hand the offscreen buffer back and drop the scene (idempotent)."""
-        if self._screen is not None:
-            self._screen.release()
-            self._screen = None
+        """Hand the offscreen buffers back and drop the scene (idempotent)."""
+        for view in self._views:
+            if view.screen is not None:
+                view.screen.release()
+                view.screen = None
         self._color_root.remove_node()
         self._id_root.remove_node()
 
