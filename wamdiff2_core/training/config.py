@@ -65,6 +65,10 @@ class DataConfig:
     # those two numbers alone and never learns to read the bend off the image (docs/training.md,
     # "The ego-status shortcut"). 0: off. Drawn per stream position: resumable, any world size.
     lateral_status_dropout: float = 0.0
+    # The cameras of every record, in the order of its images (a rig data set from
+    # `data generate --cameras front,left`: [front, left]); each record's prompt must name
+    # exactly these, and the trained checkpoint records them (model.fields.cameras).
+    cameras: tuple[str, ...] = ("front",)
 
 
 @dataclass(frozen=True)

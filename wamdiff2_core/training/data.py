@@ -16,7 +16,8 @@ import numpy as np
 import torch
 
 from wamdiff2_core.image_files import ImageFileError, open_rgb
-from wamdiff2_core.tasks import (AnswerParseError, parse_planning_prompt, planning_prompt,
+from wamdiff2_core.tasks import (AnswerParseError, check_cameras, parse_planning_prompt,
+                                 planning_prompt, prompt_cameras,
                                  read_records, record_prompt_and_answer, record_task)
 from wamdiff2_core.training.config import RecipeError
 
@@ -31,12 +32,18 @@ class Sample:
 
 
 def load_samples(root: str | Path, split: str = "train.json", tasks: tuple[str, ...] = (),
-                 limit: int = 0) -> list[Sample]:
+                 limit: int = 0, cameras: tuple[str, ...] | None = None) -> list[Sample]:
     """The answered records of ``root/split`` (or of ``root`` itself when it is a records
     file) as samples; image paths are relative to the records file's folder. Records without
     an answer are skipped; a record without a ``task`` (the reference repository's data) has
     the task its answer's format says (``tasks.record_task``). A malformed record or a missing
-    image is a RecipeError naming the record."""
+    image is a RecipeError naming the record, and so is (``cameras`` given: the recipe's
+    ``data.cameras``) a prompt that names other cameras, or another order."""
+    if cameras is not None:
+        try:
+            cameras = check_cameras(cameras, "data.cameras")
+        except ValueError as exc:
+            raise RecipeError(str(exc)) from None
     root = Path(root)
     file = root if root.is_file() else root / split
     folder = file.parent
@@ -56,6 +63,11 @@ def load_samples(root: str | Path, split: str = "train.json", tasks: tuple[str, 
         task = record_task(rec) or ""
         if answer is None or (tasks and task not in tasks):
             continue
+        named = prompt_cameras(prompt)
+        if cameras is not None and named is not None and named != cameras:
+            raise RecipeError(f"record {rec.get('id', i)} of {file} shows the cameras "
+                              f"{', '.join(named)} but data.cameras is [{', '.join(cameras)}] "
+                              f"(set data.cameras to the data set's cameras, in order)")
         images = rec.get("image", [])
         images = [images] if isinstance(images, str) else images
         paths = tuple(str(p if Path(p).is_absolute() else folder / p) for p in images)

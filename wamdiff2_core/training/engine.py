@@ -112,7 +112,8 @@ def build_student(recipe: Recipe, device: torch.device) -> Wamdiff2Model:
                              lateral_status=recipe.data.lateral_status_dropout < 1.0,
                              shift=shift,
                              decode_commit_rule=m.decode_commit_rule or f.decode_commit_rule,
-                             decode_threshold=m.decode_threshold or f.decode_threshold)
+                             decode_threshold=m.decode_threshold or f.decode_threshold,
+                             cameras=recipe.data.cameras)
 
 
 def load_teacher(recipe: Recipe, device: torch.device) -> Wamdiff2Model | None:
@@ -211,7 +212,7 @@ class Trainer:
                               f"--resume to continue that run or choose another output.dir")
         # data first: a bad record or image fails before any weight is loaded
         samples = load_samples(recipe.data.path, recipe.data.split, recipe.data.tasks,
-                               recipe.data.limit)
+                               recipe.data.limit, recipe.data.cameras)
         check_images(samples, f"data set {recipe.data.path}",
                      recipe.output.progress and self.ctx.is_main)
         self.start_step, self.resume_from, state = 0, None, None
