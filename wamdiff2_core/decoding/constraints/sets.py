@@ -23,6 +23,7 @@ from __future__ import annotations
 import torch
 
 from wamdiff2_core.decoding.constraints.automaton import DeviceAutomaton
+from wamdiff2_core.decoding.sampling import gumbel_noise
 
 NEG_INF = float("-inf")
 
@@ -118,18 +119,16 @@ def choose(auto: DeviceAutomaton, col_logits: torch.Tensor, allowed: torch.Tenso
     """Tokens, confidences and choice scores under the restriction.
 
     Logits outside ``allowed`` are -inf before the softmax, so a forced token has
-    confidence 1. Greedy at temperature 0; otherwise Gumbel-max sampling (as
-    ``sampling.choose_tokens``). Returns tokens (R, K) vocabulary ids, confidences (R, K)
-    fp32 and the scores (R, K, C) the choice maximised (for the budget-end fill)."""
+    confidence 1. Greedy at temperature 0; otherwise Gumbel-max sampling, the confidence
+    being the untempered probability (as ``sampling.choose_tokens``). Returns tokens (R, K)
+    vocabulary ids, confidences (R, K) fp32 and the scores (R, K, C) the choice maximised
+    (for the budget-end fill)."""
     none = ~allowed.any(-1, keepdim=True)                 # infeasible: no NaN, never used
     lg = torch.where(allowed, col_logits, torch.where(none, 0.0, NEG_INF))
-    if temperature > 0:
-        lg = lg / temperature
     probs = torch.softmax(lg, dim=-1)                                        # (R, K, C)
     scores = lg
     if temperature > 0:
-        u = torch.rand(probs.shape, generator=generator, device=probs.device)
-        scores = lg - torch.log(-torch.log(u.clamp_min(1e-20)).clamp_min(1e-20))
+        scores = lg / temperature + gumbel_noise(probs.shape, generator, probs.device)
     cols = scores.argmax(-1)                                                 # (R, K)
     conf = probs.gather(-1, cols.unsqueeze(-1)).squeeze(-1)
     return auto.col_tok.index_select(0, cols.reshape(-1)).view_as(cols), conf, scores
