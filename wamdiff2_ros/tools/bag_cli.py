@@ -20,19 +20,17 @@ def _user_errors(func):
     sentence, exit 2); anything else is a bug and keeps its traceback."""
     @functools.wraps(func)
     def wrapper(args) -> int:
+        from wamdiff2_core.model.checkpoint import CheckpointError      # torch-free
         from wamdiff2_ros.tools.bag_io import BagError
         from wamdiff2_ros.tools.demo_graph import DemoError
 
-        user_errors = [BagError, DemoError, ArgumentValueError]
-        modeling = sys.modules.get("wamdiff2_core.model.modeling")   # loaded with a model
-        if modeling is not None:
-            user_errors.append(modeling.CheckpointError)
-        constraints = sys.modules.get("wamdiff2_core.decoding.constraints.automaton")
+        user_errors = [BagError, DemoError, ArgumentValueError, CheckpointError]
         try:
             return func(args)
         except tuple(user_errors) as exc:
             raise CliError(str(exc)) from None
         except ValueError as exc:             # a constrained answer's budget: the user's
+            constraints = sys.modules.get("wamdiff2_core.decoding.constraints.automaton")
             if constraints is None or not isinstance(exc, constraints.LanguageError):
                 raise
             raise CliError(language_hint(exc)) from None
