@@ -69,12 +69,17 @@ class CameraConfig:
     def to_json(self) -> dict:
         """The ``camera.json`` document of a data set (see docs/INTERFACES.md)."""
         fx, fy, cx, cy = self.intrinsics
-        return {"name": self.name, "width": self.width, "height": self.height,
-                "fx": round(fx, 6), "fy": round(fy, 6), "cx": round(cx, 6), "cy": round(cy, 6),
+        return {"width": self.width, "height": self.height, "fx": round(fx, 6),
+                "fy": round(fy, 6), "cx": round(cx, 6), "cy": round(cy, 6),
                 "mount": {"x": self.mount_x, "y": self.mount_y, "z": self.mount_z,
-                          "yaw_deg": self.yaw_deg, "pitch_deg": self.pitch_deg,
-                          "frame": "ego: x forward, y left, z up"},
+                          "pitch_deg": self.pitch_deg, "frame": "ego: x forward, y left, z up"},
                 "near": self.near, "far": self.far, "vehicle_height": VEHICLE_HEIGHT_M}
+
+    def rig_json(self) -> dict:
+        """The camera's entry in a rig's ``camera.json``: ``to_json`` with its name and its
+        mount's yaw."""
+        doc = self.to_json()
+        return {"name": self.name, **doc, "mount": {**doc["mount"], "yaw_deg": self.yaw_deg}}
 
 
 #: Poses of the cameras a rig can name without a file (``load_rig("front,left")``): yaw to
@@ -119,10 +124,10 @@ class CameraRig:
 
     def to_json(self) -> dict:
         """The ``camera.json`` document: the first camera's (what one-camera readers take),
-        and with several cameras every camera's under ``"rig"``, in order."""
+        and with several cameras every camera's (``rig_json``) under ``"rig"``, in order."""
         doc = self.first.to_json()
         return doc if len(self.cameras) == 1 else \
-            {**doc, "rig": [c.to_json() for c in self.cameras]}
+            {**doc, "rig": [c.rig_json() for c in self.cameras]}
 
 
 def as_rig(camera: "CameraConfig | CameraRig") -> CameraRig:

@@ -160,7 +160,7 @@ def frame_meta(capture: Capture, scenario: str, seed: int, episode: int,
     """The data set's meta of every task for this frame, merged (docs/INTERFACES.md)."""
     meta: dict = {}
     for record in frame_records(capture, scenario, seed, episode, config.generator_config(),
-                                image_path=SIM_TOPICS.image):
+                                image_paths=[SIM_TOPICS.image]):
         meta.update(record["meta"])
     return meta
 
@@ -196,7 +196,7 @@ def episode_messages(config: RecordConfig, episode: int, start_ns: int
         return [], start_ns, 0
     track = _odometry_track(scenario, seed, captures[-1].step, captures)
     by_step = {c.step: c for c in captures}
-    camera = config.episode_config().camera
+    camera = config.episode_config().camera.first
     topics, out = SIM_TOPICS, []
     for step, (x, y, yaw, velocity, yaw_rate) in enumerate(track):
         t = start_ns + step * STEP_NS
@@ -223,7 +223,7 @@ def episode_messages(config: RecordConfig, episode: int, start_ns: int
 def sim_messages(config: RecordConfig, on_episode: Callable[[int, int], None] | None = None
                  ) -> Iterator[BagMessage]:
     """Every message of the recording, in log-time order (ties: the order written)."""
-    camera = config.episode_config().camera
+    camera = config.episode_config().camera.first
     yield BagMessage(SIM_TOPICS.camera_json, TYPES["string"], START_TIME_NS,
                      String(data=json.dumps(camera.to_json(), sort_keys=True)))
     start = START_TIME_NS
