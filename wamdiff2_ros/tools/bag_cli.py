@@ -161,8 +161,9 @@ def _replay(args) -> int:
         print(f"[replay] {how}: {result.messages} messages published", file=sys.stderr)
     if result.skipped:
         kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(result.skipped.items()))
-        print(f"note: skipped {sum(result.skipped.values())} camera messages the node would "
-              f"drop ({kinds}); --as-is publishes them", file=sys.stderr)
+        count = sum(result.skipped.values())
+        print(f"note: skipped {count} camera message{'s' if count != 1 else ''} the node "
+              f"would drop ({kinds}); --as-is publishes them", file=sys.stderr)
     return 0
 
 
