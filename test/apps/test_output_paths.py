@@ -31,6 +31,10 @@ def _commands(out: str) -> dict[str, list[str]]:
                           "--no-progress"],
         "data merge": ["data", "merge", "--out", out, str(DATA), str(DATA)],
         "pipeline": ["pipeline", "--preset", "tiny", "--data", str(DATA), "--out", out],
+        "eval open-loop": ["eval", "open-loop", "--checkpoint", "ground-truth", "--data",
+                           str(DATA / "records.json"), "--out", out, "--no-progress"],
+        "eval closed-loop": ["eval", "closed-loop", "--planner", "expert", "--episodes", "1",
+                             "--out", out, "--no-progress"],
     }
 
 
@@ -48,7 +52,7 @@ def test_a_file_where_a_folder_is_needed(tmp_path, a_file, command):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]
 
 
-@pytest.mark.parametrize("command", ["data generate", "pipeline"])
+@pytest.mark.parametrize("command", ["data generate", "pipeline", "eval open-loop"])
 def test_a_place_nothing_can_be_written(command):
     got = run_measured(_commands(UNWRITABLE)[command])
     assert_one_sentence(got.rc, got.stderr, f"--out {UNWRITABLE} cannot be written (in /proc)")

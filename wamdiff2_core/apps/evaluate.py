@@ -23,6 +23,7 @@ from wamdiff2_core.apps.common import (CAMERAS_HELP, CliError, add_decode_option
                                        add_field_options, check_model_source, rig_arg,
                                        decode_config, decode_knobs, field_overrides,
                                        scenarios_arg, subgroup)
+from wamdiff2_core.apps.outputs import check_output
 from wamdiff2_core.apps.predict import add_predict_options, predict_settings, predict_to
 from wamdiff2_core.tasks import RECORDS_FILE
 
@@ -205,6 +206,7 @@ def _scored_file(args: argparse.Namespace):
 def run_open_loop(args: argparse.Namespace) -> int:
     from wamdiff2_core.evaluation.open_loop_report import format_summary, write_report
 
+    check_output(args.out, "--out", folder=True)
     if args.predictions:
         report = _scored_file(args)
     elif not args.data:
@@ -332,6 +334,7 @@ def run_closed_loop(args: argparse.Namespace) -> int:
     from wamdiff2_core.evaluation.closed_loop_report import build_report, format_text, write_report
     from wamdiff2_core.sim.latency import describe, parse_latency_model
 
+    check_output(args.out, "--out", folder=True)
     config = closed_loop_config(args)
     decode = decode_config(args) if decode_knobs(args) else None
     driver = args.closed_loop_driver
