@@ -24,7 +24,7 @@ from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescri
 
 from wamdiff2_core.decoding import COMMIT_RULES, DecodeConfig
 from wamdiff2_core.decoding.config import BACKENDS, DEFAULT_BACKEND
-from wamdiff2_core.tasks import COMMANDS
+from wamdiff2_core.tasks import COMMANDS, MAX_ACCEL_MPS2, MAX_SPEED_MPS
 
 TASKS = ("planning", "detection", "qa")
 IMAGE_TRANSPORTS = ("raw", "compressed")
@@ -201,10 +201,11 @@ PARAMS: tuple[ParamSpec, ...] = (
                                          "(reason odometry_stale). 0: odometry not required "
                                          "(the latest is used, zeros before the first)",
               "live", float_range=(0.0, 3600.0)),
-    ParamSpec("max_speed_mps", 70.0, "Odometry with a faster speed is implausible: dropped "
-                                     "and counted", "live", float_range=(0.1, 1000.0)),
-    ParamSpec("max_accel_mps2", 20.0, "Odometry implying a larger acceleration is "
-                                      "implausible: dropped and counted", "live",
+    ParamSpec("max_speed_mps", MAX_SPEED_MPS, "Odometry with a faster speed is implausible: "
+                                              "dropped and counted", "live",
+              float_range=(0.1, 1000.0)),
+    ParamSpec("max_accel_mps2", MAX_ACCEL_MPS2, "Odometry implying a larger acceleration is "
+                                                "implausible: dropped and counted", "live",
               float_range=(0.1, 10000.0)),
     ParamSpec("input_timeout_s", 2.0, "/diagnostics warns when the camera or the odometry has "
                                       "been silent this long while active; 0: never", "live",
