@@ -168,6 +168,19 @@ class Planner:
         """The settings planning answers are decoded with."""
         return self.plan_decode or self.decode
 
+    # ------------------------------------------------------------------ cameras
+    @property
+    def cameras(self) -> tuple[str, ...]:
+        """The cameras the model was trained with (``model.fields.cameras``): every request
+        holds one image per camera, in this order; the prompts name them."""
+        return self.model.fields.cameras
+
+    def check_images(self, images: Sequence) -> None:
+        """ValueError (one sentence) unless ``images`` holds one image per camera."""
+        if len(images) != len(self.cameras):
+            raise ValueError(f"the model reads {len(self.cameras)} camera image(s) per "
+                             f"request ({', '.join(self.cameras)}), got {len(images)}")
+
     # ------------------------------------------------------------------ limits
     @property
     def max_positions(self) -> int:
@@ -204,6 +217,8 @@ class Planner:
         AnswerParseError in that slot, so one bad row does not hide the others. Every result,
         and every such error as its ``stats`` attribute, carries the batch's DecodeStats
         (a malformed answer cost a decode too)."""
+        for observation in observations:
+            self.check_images(observation.images)
         prompts = [self.planning_prompt(o) for o in observations]
         texts, stats = self.generate(prompts, [o.images for o in observations],
                                      self.planning_decode, self.plan_language)
@@ -223,7 +238,7 @@ class Planner:
         if not self.lateral_status:
             velocity, acceleration = (velocity[0], 0.0), (acceleration[0], 0.0)
         return tasks.planning_prompt(observation.command, velocity, acceleration,
-                                     observation.position)
+                                     observation.position, cameras=self.cameras)
 
     def plan(self, observation: Observation) -> PlanResult:
         """Eight waypoints for one observation; raises AnswerParseError on a malformed answer."""
@@ -245,8 +260,9 @@ class Planner:
     def detect(self, images: list) -> DetectResult:
         """2-D boxes (pixels of the first image) of the objects the model sees; a box with
         its corners out of order is left out and counted in ``dropped``."""
+        self.check_images(images)
         width, height = to_pil(images[0]).size
-        texts, stats = self.generate([tasks.detection_prompt()], [images],
+        texts, stats = self.generate([tasks.detection_prompt(self.cameras)], [images],
                                      self.detection_decode, tasks.detection_language())
         detections, dropped = tasks.parse_model_detections(texts[0], width, height)
         return DetectResult(detections, texts[0], stats, dropped)
@@ -255,18 +271,21 @@ class Planner:
                choices: Sequence[str] | None = None) -> AnswerResult:
         """An answer to a question about the images: free text, or (``choices``) one of a
         closed set of answers (e.g. a simulator question template's answer set)."""
+        self.check_images(images)
         language = tasks.qa_language(choices) if choices is not None else \
             tasks.qa_language() if self.decode.constrained else None
-        texts, stats = self.generate([tasks.qa_prompt(question)], [images], language=language)
+        prompt = tasks.qa_prompt(question, cameras=self.cameras)
+        texts, stats = self.generate([prompt], [images], language=language)
         return AnswerResult(tasks.parse_answer(texts[0]), stats)
 
     def warmup(self, width: int = 320, height: int = 180) -> DecodeStats:
         """Throw-away decodes on a blank image so the first real request is not slow: a plan,
         and with ``plan_decode`` also a question (the fast decoder builds a state per rule).
         Returns the plan's stats."""
-        blank = np.zeros((height, width, 3), np.uint8)
-        _, stats = self.generate([tasks.planning_prompt("straight", (0.0, 0.0), (0.0, 0.0))],
-                                 [[blank]], self.planning_decode, tasks.planning_language())
+        blanks = [np.zeros((height, width, 3), np.uint8)] * len(self.cameras)
+        _, stats = self.generate([tasks.planning_prompt("straight", cameras=self.cameras)],
+                                 [blanks], self.planning_decode, tasks.planning_language())
         if self.plan_decode is not None:
-            self.generate([tasks.qa_prompt("Is the road clear?")], [[blank]])
+            ask = tasks.qa_prompt("Is the road clear?", cameras=self.cameras)
+            self.generate([ask], [blanks])
         return stats

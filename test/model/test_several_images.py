@@ -117,3 +117,23 @@ def test_a_wrong_image_count_is_refused_before_a_forward(rig_model, rows):
     prompts, images = rows
     with pytest.raises(ValueError, match="2 <image> placeholders but 1 images"):
         rig_model.processor.encode_prompts(prompts[:1], [images[0][:1]])
+
+
+def test_the_planner_writes_its_models_cameras_and_checks_the_image_count(rig_model, rows):
+    from wamdiff2_core.planner import Observation
+
+    _, images = rows
+    planner = Planner(rig_model, decode=DecodeConfig(block_size=4, max_new_tokens=96,
+                                                     steps_per_block=1))
+    assert planner.cameras == RIG
+    observation = Observation(images=images[0], command="left", velocity=(8.0, 0.0))
+    prompt = planner.planning_prompt(observation)
+    assert tasks.prompt_cameras(prompt) == RIG
+    result = planner.plan(observation)                    # constrained: a well-formed plan
+    assert result.waypoints.shape == (8, 2)
+    for bad in ([images[0][0]], images[0] * 2):
+        with pytest.raises(ValueError, match=r"reads 2 camera image\(s\) per request "
+                                             r"\(front, left\), got"):
+            planner.plan(Observation(images=bad, command="left"))
+    with pytest.raises(ValueError, match="reads 2 camera"):
+        planner.detect(images[0][:1])
