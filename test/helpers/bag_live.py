@@ -1,18 +1,22 @@
 """Live helpers of the bag tests: `planner_node` as a process, a bag replayed into it with
-the `wamdiff2 bag replay` command, its answers matched by the image stamps."""
+the `wamdiff2 bag replay` command, its answers matched by the image stamps; a raw listener of
+what a replay publishes."""
 from __future__ import annotations
 
 import os
 import subprocess
+import threading
+import time
 
 import rclpy
 from bag_fixtures import WAMDIFF2
 from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message
 from visualization_msgs.msg import MarkerArray
 
-from wamdiff2_ros.tools.bag_io import BagReader, header_stamp_ns
+from wamdiff2_ros.tools.bag_io import BagReader, header_stamp_ns, message_class
 from wamdiff2_ros.tools.bag_layout import SIM_TOPICS, OutputTopics, node_input_remaps
 from wamdiff2_ros.tools.demo import node_idle
 from wamdiff2_ros.tools.demo_graph import NodeProcess, OutputRecorder, node_state
@@ -23,6 +27,46 @@ OUT = OutputTopics()
 # plan needs 80 tokens, and these runs time the plumbing.)
 FAST_TINY = {"checkpoint": "tiny", "decode.max_new_tokens": 32, "decode.steps_per_block": 4,
              "decode.constrained": False, "plan_timeout_s": 0.0}
+
+
+class Listener:
+    """Raw subscriptions to `topics` (name -> msgtype), recording arrival times."""
+
+    def __init__(self, domain: int, topics: dict[str, str]):
+        self.context = Context()
+        rclpy.init(args=[], context=self.context, domain_id=domain)
+        self.node = rclpy.create_node("bag_replay_test_listener", context=self.context)
+        self.lock = threading.Lock()
+        self.got: dict[str, list[tuple[float, bytes]]] = {t: [] for t in topics}
+        for topic, msgtype in topics.items():
+            latched = topic.endswith("camera_json")
+            qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=200,
+                             reliability=ReliabilityPolicy.RELIABLE,
+                             durability=DurabilityPolicy.TRANSIENT_LOCAL if latched
+                             else DurabilityPolicy.VOLATILE)
+            self.node.create_subscription(message_class(msgtype), topic,
+                                          lambda raw, t=topic: self._add(t, raw), qos,
+                                          raw=True)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self.thread = threading.Thread(target=self._spin, daemon=True)
+        self.thread.start()
+
+    def _spin(self):
+        try:
+            self.executor.spin()
+        except Exception:  # noqa: BLE001
+            pass
+
+    def _add(self, topic, raw):
+        with self.lock:
+            self.got[topic].append((time.monotonic(), bytes(raw)))
+
+    def close(self):
+        self.executor.shutdown(timeout_sec=1.0)
+        self.node.destroy_node()
+        rclpy.try_shutdown(context=self.context)
+        self.thread.join(5.0)
 
 
 def camera_stamps(bag_path) -> list[int]:

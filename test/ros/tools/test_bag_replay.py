@@ -5,61 +5,17 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import threading
 import time
 
 import pytest
-import rclpy
 from bag_fixtures import WAMDIFF2
-from rclpy.context import Context
-from rclpy.executors import SingleThreadedExecutor
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from bag_live import Listener
 from rclpy.serialization import deserialize_message
 
 from wamdiff2_ros.tools.bag_io import BagReader, message_class
 from wamdiff2_ros.tools.bag_layout import SIM_TOPICS
 
 pytestmark = pytest.mark.ros
-
-
-class Listener:
-    """Raw subscriptions to `topics` (name -> msgtype), recording arrival times."""
-
-    def __init__(self, domain: int, topics: dict[str, str]):
-        self.context = Context()
-        rclpy.init(args=[], context=self.context, domain_id=domain)
-        self.node = rclpy.create_node("bag_replay_test_listener", context=self.context)
-        self.lock = threading.Lock()
-        self.got: dict[str, list[tuple[float, bytes]]] = {t: [] for t in topics}
-        for topic, msgtype in topics.items():
-            latched = topic.endswith("camera_json")
-            qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=200,
-                             reliability=ReliabilityPolicy.RELIABLE,
-                             durability=DurabilityPolicy.TRANSIENT_LOCAL if latched
-                             else DurabilityPolicy.VOLATILE)
-            self.node.create_subscription(message_class(msgtype), topic,
-                                          lambda raw, t=topic: self._add(t, raw), qos,
-                                          raw=True)
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
-        self.thread = threading.Thread(target=self._spin, daemon=True)
-        self.thread.start()
-
-    def _spin(self):
-        try:
-            self.executor.spin()
-        except Exception:  # noqa: BLE001
-            pass
-
-    def _add(self, topic, raw):
-        with self.lock:
-            self.got[topic].append((time.monotonic(), bytes(raw)))
-
-    def close(self):
-        self.executor.shutdown(timeout_sec=1.0)
-        self.node.destroy_node()
-        rclpy.try_shutdown(context=self.context)
-        self.thread.join(5.0)
 
 
 def _env(domain: int) -> dict:

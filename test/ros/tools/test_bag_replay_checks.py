@@ -8,23 +8,18 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-import rclpy
 from bag_fixtures import WAMDIFF2
-from rclpy.context import Context
-from rclpy.executors import SingleThreadedExecutor
-from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+from bag_live import Listener
 from rclpy.serialization import serialize_message
 from refusals import assert_one_sentence
-from sensor_msgs.msg import Image
 from std_msgs.msg import String
 
-from wamdiff2_ros.tools.bag_io import BagWriter
+from wamdiff2_ros.tools.bag_io import BagWriter, header_stamp_ns
 from wamdiff2_ros.tools.bag_layout import SIM_TOPICS, TYPES
 from wamdiff2_ros.tools.bag_record import image_msg
 
@@ -64,40 +59,6 @@ def eval_bag(bag: Path, tmp: Path) -> subprocess.CompletedProcess:
                "--no-frames", "--no-progress", domain=0)
 
 
-class Camera:
-    """A subscriber counting the frames that reach the camera topic."""
-
-    def __init__(self, domain: int):
-        self.context = Context()
-        rclpy.init(args=[], context=self.context, domain_id=domain)
-        self.node = rclpy.create_node("replay_checks_listener", context=self.context)
-        self.stamps: list[int] = []
-        self.lock = threading.Lock()
-        self.node.create_subscription(Image, CAMERA, self._add, QoSProfile(
-            history=HistoryPolicy.KEEP_LAST, depth=100,
-            reliability=ReliabilityPolicy.RELIABLE))
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
-        self.thread = threading.Thread(target=self._spin, daemon=True)
-        self.thread.start()
-
-    def _spin(self):
-        try:
-            self.executor.spin()
-        except Exception:  # noqa: BLE001 - the context shut down under us
-            pass
-
-    def _add(self, msg: Image) -> None:
-        with self.lock:
-            self.stamps.append(msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec)
-
-    def close(self) -> None:
-        self.executor.shutdown(timeout_sec=1.0)
-        self.node.destroy_node()
-        rclpy.try_shutdown(context=self.context)
-        self.thread.join(5.0)
-
-
 def test_a_string_on_the_camera_topic_is_refused_by_replay_and_eval(tmp_path, ros_domain):
     bag = write_bag(tmp_path / "string.mcap",
                     [(0, serialize_message(String(data="not an image")))] * 3, TYPES["string"])
@@ -127,7 +88,8 @@ def test_unusable_frames_are_skipped_and_counted_and_as_is_publishes_them(tmp_pa
     report = eval_bag(bag, tmp_path)
     assert report.returncode == 0, report.stderr
     assert json.loads((tmp_path / "garbage.json").read_text())["frames_bad_input"] == 2
-    camera = Camera(ros_domain)
+    camera = Listener(ros_domain, {CAMERA: TYPES["image"]})
+    stamps = lambda: [header_stamp_ns(raw) for _, raw in camera.got[CAMERA]]  # noqa: E731
     try:
         got = run("bag", "replay", str(bag), "--rate", "4", "--wait-for", CAMERA,
                   domain=ros_domain)
@@ -136,15 +98,15 @@ def test_unusable_frames_are_skipped_and_counted_and_as_is_publishes_them(tmp_pa
         notes = [line for line in got.stderr.splitlines() if line.startswith("note:")]
         assert notes == ["note: skipped 2 camera messages the node would drop "
                          "(image_data_short 1, image_encoding 1); --as-is publishes them"]
-        wait_for(lambda: len(camera.stamps) >= 3)
+        wait_for(lambda: len(stamps()) >= 3)
         time.sleep(0.5)
-        assert camera.stamps == [frames[i][0] for i in (0, 2, 4)]
+        assert stamps() == [frames[i][0] for i in (0, 2, 4)]
         got = run("bag", "replay", str(bag), "--rate", "4", "--as-is", "--wait-for", CAMERA,
                   domain=ros_domain)
         assert got.returncode == 0 and "note:" not in got.stderr, got.stderr
         assert "[replay] done: 5 messages published" in got.stderr
-        wait_for(lambda: len(camera.stamps) >= 8)
-        assert camera.stamps[3:] == [stamp for stamp, _ in frames]
+        wait_for(lambda: len(stamps()) >= 8)
+        assert stamps()[3:] == [stamp for stamp, _ in frames]
     finally:
         camera.close()
 
