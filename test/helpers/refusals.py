@@ -50,3 +50,11 @@ def assert_one_sentence(rc: int, err: str, *phrases: str, code: int = 2) -> str:
     for phrase in phrases:
         assert phrase in lines[0], lines[0]
     return lines[0]
+
+
+def without_loading_bar(stderr: str) -> str:
+    """``stderr`` without transformers' weight-loading progress bar (the lines a command
+    that loads a model writes before its sentence)."""
+    return "\n".join(line for line in stderr.replace("\r", "\n").splitlines()
+                     if line.strip() and not line.startswith("Loading weights"))
+

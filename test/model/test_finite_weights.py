@@ -4,7 +4,6 @@ the command line (`wamdiff2 plan`, `wamdiff2 eval open-loop`); large finite weig
 sum overflows still load."""
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -12,28 +11,17 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
-from refusals import WAMDIFF2, assert_one_sentence
-from safetensors.torch import load_file, save_file
+from poisoned_weights import poisoned_copy
+from refusals import WAMDIFF2, assert_one_sentence, without_loading_bar
 
 from wamdiff2_core.model.modeling import CheckpointError, Wamdiff2Model, check_finite
-from wamdiff2_core.model.tokenizer import ASSET
 
-BUNDLED = ASSET.parent / "default_model"
 DOWN = "model.language_model.layers.0.mlp.down_proj.weight"
 NORM = "model.language_model.norm.weight"
 
 
 def poisoned(tmp_path: Path, values: dict[str, float], dtype=None) -> Path:
-    """The bundled model with the first element of each named tensor set to its value."""
-    out = tmp_path / "poisoned"
-    shutil.copytree(BUNDLED, out, ignore=shutil.ignore_patterns("ar_teacher"))
-    weights = load_file(str(out / "model.safetensors"))
-    for name, value in values.items():
-        tensor = weights[name].clone() if dtype is None else weights[name].to(dtype)
-        tensor.view(-1)[0] = value
-        weights[name] = tensor
-    save_file(weights, str(out / "model.safetensors"), metadata={"format": "pt"})
-    return out
+    return poisoned_copy(tmp_path / "poisoned", values, dtype)
 
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
@@ -59,25 +47,19 @@ def test_large_finite_weights_whose_sum_overflows_load():
         check_finite([("huge", huge), ("bad", torch.tensor([1.0, float("nan")]))], "here")
 
 
-def _errors(stderr: str) -> str:
-    """stderr without transformers' weight-loading progress bar."""
-    return "\n".join(line for line in stderr.replace("\r", "\n").splitlines()
-                     if line.strip() and not line.startswith("Loading weights"))
-
-
 def test_the_command_line_exits_2_with_one_sentence(tmp_path):
     path = poisoned(tmp_path, {DOWN: float("nan")})
     image = tmp_path / "frame.png"
     Image.fromarray(np.zeros((36, 64, 3), np.uint8)).save(image)
     done = subprocess.run([WAMDIFF2, "plan", "--checkpoint", str(path), "--image", str(image)],
                           capture_output=True, text=True, timeout=300)
-    assert_one_sentence(done.returncode, _errors(done.stderr), "non-finite weights",
+    assert_one_sentence(done.returncode, without_loading_bar(done.stderr), "non-finite weights",
                         DOWN)
     assert done.stdout == ""
     data = Path(__file__).resolve().parents[1] / "fixtures" / "bundle_answers"
     done = subprocess.run([WAMDIFF2, "eval", "open-loop", "--checkpoint", str(path), "--data",
                            str(data / "records.json"), "--out", str(tmp_path / "report"),
                            "--no-progress"], capture_output=True, text=True, timeout=300)
-    assert_one_sentence(done.returncode, _errors(done.stderr), "non-finite weights",
+    assert_one_sentence(done.returncode, without_loading_bar(done.stderr), "non-finite weights",
                         DOWN)
     assert not (tmp_path / "report").exists()

@@ -3,17 +3,14 @@ returns FAILURE, the reason names the tensor and the node stays unconfigured;
 the same node then configures with the bundled model."""
 from __future__ import annotations
 
-import shutil
 import threading
 
 import pytest
 import rclpy
 from rclpy.context import Context
 from rclpy.lifecycle import TransitionCallbackReturn
+from poisoned_weights import poisoned_copy
 from rclpy.parameter import Parameter
-from safetensors.torch import load_file, save_file
-
-from wamdiff2_core.model.tokenizer import ASSET
 
 pytestmark = pytest.mark.ros
 TENSOR = "model.language_model.layers.1.self_attn.q_proj.weight"
@@ -22,13 +19,7 @@ TENSOR = "model.language_model.layers.1.self_attn.q_proj.weight"
 def test_nan_weights_fail_configure_naming_the_tensor(tmp_path, ros_domain):
     from wamdiff2_ros.node.planner_node import PlannerNode
 
-    bad = tmp_path / "poisoned"
-    shutil.copytree(ASSET.parent / "default_model", bad,
-                    ignore=shutil.ignore_patterns("ar_teacher"))
-    weights = load_file(str(bad / "model.safetensors"))
-    weights[TENSOR] = weights[TENSOR].clone()
-    weights[TENSOR][0, 0] = float("nan")
-    save_file(weights, str(bad / "model.safetensors"), metadata={"format": "pt"})
+    bad = poisoned_copy(tmp_path / "poisoned", {TENSOR: float("nan")})
 
     ctx = Context()
     rclpy.init(context=ctx, domain_id=ros_domain)

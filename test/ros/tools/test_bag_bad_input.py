@@ -151,24 +151,16 @@ def test_a_checkpoint_with_nan_weights_is_one_sentence(small_bag, tmp_path, caps
     """Issue 45: the finite-weights check's CheckpointError reaches `bag eval`'s user as one
     sentence and exit 2 (it was a traceback: the error class was looked up before the model
     module was imported)."""
-    import shutil
+    from poisoned_weights import poisoned_copy
+    from refusals import without_loading_bar
 
-    from safetensors.torch import load_file, save_file
-
-    from wamdiff2_core.types import BUNDLED
-
-    bad = tmp_path / "poisoned"
-    shutil.copytree(BUNDLED, bad, ignore=shutil.ignore_patterns("ar_teacher"))
-    weights = load_file(str(bad / "model.safetensors"))
-    name = sorted(weights)[0]
-    weights[name] = torch.full_like(weights[name], float("nan"))
-    save_file(weights, str(bad / "model.safetensors"), metadata={"format": "pt"})
+    name = "model.language_model.norm.weight"
+    bad = poisoned_copy(tmp_path / "poisoned", {name: float("nan")}, whole=True)
     out_dir = tmp_path / "out"
     argv = eval_argv(small_bag, out_dir)
     argv[argv.index("ground-truth")] = str(bad)
     done = subprocess.run([WAMDIFF2, *argv], capture_output=True, text=True, timeout=300)
-    err = "\n".join(line for line in done.stderr.replace("\r", "\n").splitlines()
-                    if line.strip() and not line.startswith("Loading weights"))
-    assert_one_sentence(done.returncode, err, "non-finite weights", name)
+    assert_one_sentence(done.returncode, without_loading_bar(done.stderr),
+                        "non-finite weights", name)
     assert not out_dir.exists() or sorted(out_dir.iterdir()) == []
 
