@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from wamdiff2_core import tasks
-from wamdiff2_core.decoding import backends
 from wamdiff2_core.decoding.config import DecodeConfig
+from wamdiff2_core.decoding.engine import DecodingEngine
 from wamdiff2_core.decoding.constraints.automaton import LanguageError
 from wamdiff2_core.model.modeling import Wamdiff2Model
 from wamdiff2_core.planner import Observation, Planner
@@ -21,20 +21,21 @@ def model():
     return Wamdiff2Model.from_preset("tiny", block_size=32, seed=0)
 
 
-@pytest.fixture(scope="module")
-def recording_backend():
-    fast = backends.DECODER_BACKENDS["fast"]
+class RecordingEngine(DecodingEngine):
+    """The fast engine, noting the constraint setting and the language of each call."""
 
-    def record(model, batch, cfg, language=None):
+    def decode(self, batch, cfg, language=None):
         CALLS.append((cfg.constrained, language))
-        return fast(model, batch, cfg, language=language)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setitem(backends.DECODER_BACKENDS, "recording", record)
-        yield "recording"
+        return super().decode(batch, cfg, language)
 
 
-def test_each_task_names_its_language(model, recording_backend):
-    planner = Planner(model, DecodeConfig(steps_per_block=4), recording_backend)
+@pytest.fixture(scope="module")
+def engine(model):
+    return RecordingEngine(model)
+
+
+def test_each_task_names_its_language(model, engine):
+    planner = Planner(model, DecodeConfig(steps_per_block=4), engine=engine)
     CALLS.clear()
     plan = planner.plan(Observation([IMAGE], "left", (5.0, 0.0)))   # untrained, yet a plan
     assert tasks.format_waypoints(plan.waypoints) == plan.text
@@ -55,8 +56,8 @@ def test_each_task_names_its_language(model, recording_backend):
 
 
 def test_the_plan_envelope_speed_is_the_planners_and_survives_reconfigure(model,
-                                                                         recording_backend):
-    slow = Planner(model, DecodeConfig(steps_per_block=4), recording_backend, plan_max_speed=2.0)
+                                                                         engine):
+    slow = Planner(model, DecodeConfig(steps_per_block=4), engine=engine, plan_max_speed=2.0)
     CALLS.clear()
     plan = slow.plan(Observation([IMAGE], "straight", (5.0, 0.0)))   # untrained: any numbers
     assert CALLS == [(None, tasks.planning_language(2.0))]
@@ -67,12 +68,12 @@ def test_the_plan_envelope_speed_is_the_planners_and_survives_reconfigure(model,
     wide = slow.reconfigure(plan_max_speed=None)
     assert wide.plan_language == tasks.planning_language(max_speed=None)
     with pytest.raises(ValueError, match="max_speed"):
-        Planner(model, DecodeConfig(steps_per_block=4), recording_backend, plan_max_speed=0.0)
+        Planner(model, DecodeConfig(steps_per_block=4), engine=engine, plan_max_speed=0.0)
 
 
-def test_the_switch_turns_it_off_and_a_short_budget_is_refused(model, recording_backend):
+def test_the_switch_turns_it_off_and_a_short_budget_is_refused(model, engine):
     off = Planner(model, DecodeConfig(constrained=False, steps_per_block=4, max_new_tokens=96),
-                  recording_backend)
+                  engine=engine)
     CALLS.clear()
     try:
         off.plan(Observation([IMAGE]))

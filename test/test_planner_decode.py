@@ -1,37 +1,34 @@
-"""A planner's decode settings: `plan_decode` decodes planning answers, `decode` the rest."""
+"""A planner's decode settings (`plan_decode` decodes planning answers, `decode` the rest,
+both resolved by `resolve_decode`) and its engine (built once per planner, shared only in
+plain sight)."""
 from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from wamdiff2_core import tasks
-from wamdiff2_core.decoding import backends
-from wamdiff2_core.decoding.config import DecodeConfig
+from wamdiff2_core.decoding.config import DecodeConfig, FastConfig
+from wamdiff2_core.decoding.engine import DecodingEngine
 from wamdiff2_core.model.modeling import Wamdiff2Model
 from wamdiff2_core.planner import Observation, Planner
 
 SEEN: list[DecodeConfig] = []
 
 
-@pytest.fixture(scope="module")
-def recording_backend():
-    """The fast decoder, registered under another name, noting the settings of each call."""
-    fast = backends.DECODER_BACKENDS["fast"]
+class RecordingEngine(DecodingEngine):
+    """The fast engine, noting the settings of each call."""
 
-    def record(model, batch, cfg, **kw):
+    def decode(self, batch, cfg, language=None):
         SEEN.append(cfg)
-        return fast(model, batch, cfg, **kw)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setitem(backends.DECODER_BACKENDS, "recording", record)
-        yield "recording"
+        return super().decode(batch, cfg, language)
 
 
-def test_plan_decode_applies_to_planning_answers_only(recording_backend):
+def test_plan_decode_applies_to_planning_answers_only():
     model = Wamdiff2Model.from_preset("tiny", block_size=4, seed=0)
     decode = DecodeConfig(max_new_tokens=8, constrained=False,   # (a plan needs 80 tokens)
                           commit_rule="low_confidence_dynamic", threshold=0.9)   # resolved
     plan_decode = replace(decode, commit_rule="low_confidence_leftmost", steps_per_block=2)
-    planner = Planner(model, decode, recording_backend, plan_decode=plan_decode)
+    planner = Planner(model, decode, plan_decode=plan_decode, engine=RecordingEngine(model))
     image = np.zeros((36, 64, 3), np.uint8)
 
     SEEN.clear()
@@ -50,14 +47,14 @@ def test_plan_decode_applies_to_planning_answers_only(recording_backend):
     kept = planner.reconfigure(replace(decode, threshold=0.5))
     assert kept.plan_decode == plan_decode and kept.decode.threshold == 0.5
     dropped = planner.reconfigure(plan_decode=None)
-    assert dropped.plan_decode is None and dropped.planning_decode == decode
+    assert dropped.plan_decode == decode
     SEEN.clear()
     dropped.warmup(64, 36)
     assert SEEN == [decode]
 
 
 
-def test_checkpoint_recommends_its_commit_rule(recording_backend, tmp_path):
+def test_checkpoint_recommends_its_commit_rule(tmp_path):
     """A checkpoint's decode_commit_rule / decode_threshold decode its answers exactly when
     the caller chooses no rule, threshold or step budget (all None); it survives save and
     load."""
@@ -73,7 +70,7 @@ def test_checkpoint_recommends_its_commit_rule(recording_backend, tmp_path):
     decode = DecodeConfig(max_new_tokens=8, constrained=False)
     image = np.zeros((36, 64, 3), np.uint8)
 
-    planner = Planner(model, decode, recording_backend)
+    planner = Planner(model, decode, engine=RecordingEngine(model))
     assert (planner.decode.commit_rule, planner.decode.threshold) == \
         ("low_confidence_frontier", 0.95)                   # what it decodes with, said
     assert planner.decode_summary().startswith("low_confidence_frontier at 0.95")
@@ -99,8 +96,7 @@ def test_checkpoint_recommends_its_commit_rule(recording_backend, tmp_path):
     assert (plain.commit_rule, plain.threshold) == ("low_confidence_dynamic", 0.9)
 
 
-def test_an_explicit_dynamic_rule_at_the_default_threshold_is_honoured(recording_backend,
-                                                                       tmp_path):
+def test_an_explicit_dynamic_rule_at_the_default_threshold_is_honoured():
     """Asking for low_confidence_dynamic at 0.9 by name, on a checkpoint that recommends
     the frontier rule, decodes with low_confidence_dynamic at 0.9 (it used to look like no
     choice at all), in the planner and in the decoders it calls."""
@@ -112,7 +108,7 @@ def test_an_explicit_dynamic_rule_at_the_default_threshold_is_honoured(recording
                             commit_rule="low_confidence_dynamic", threshold=0.9)
     assert resolve_decode(explicit, model.fields) == explicit
     assert resolve_decode(resolve_decode(explicit, model.fields), model.fields) == explicit
-    planner = Planner(model, explicit, recording_backend)
+    planner = Planner(model, explicit, engine=RecordingEngine(model))
     assert planner.decode == explicit
     SEEN.clear()
     planner.plan_batch([Observation([np.zeros((36, 64, 3), np.uint8)])])
@@ -146,3 +142,50 @@ def test_a_bad_recommendation_is_refused(tmp_path):
     (tmp_path / "m" / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(CheckpointError, match="decode_threshold must be a number in"):
         Wamdiff2Model.from_pretrained(tmp_path / "m")
+
+
+def test_a_planner_owns_its_engine_and_shares_it_only_in_plain_sight():
+    """Each planner builds one engine and reuses it call after call; two planners on one
+    model share nothing unless given the same engine; reconfigure shares it when the
+    backend and fast settings stay, and builds another when they change."""
+    model = Wamdiff2Model.from_preset("tiny", block_size=4, seed=0)
+    decode = DecodeConfig(max_new_tokens=8, constrained=False)
+    image = np.zeros((36, 64, 3), np.uint8)
+    a, b = Planner(model, decode), Planner(model, decode)
+    assert a.engine is not b.engine                        # no hidden cache keyed by model
+    a.warmup(64, 36)
+    built = dict(a.engine.runner.states)
+    assert built and not b.engine.runner.states
+    a.plan_batch([Observation([image])])
+    a.answer([image], "Is the left lane free?")
+    assert a.engine.runner.states == built                  # the same state objects, reused
+    assert all(a.engine.runner.states[k] is v for k, v in built.items())
+
+    same = a.reconfigure(replace(decode, max_new_tokens=6))
+    assert same.engine is a.engine and same.decode.max_new_tokens == 6
+    assert a.reconfigure(plan_max_speed=None).engine is a.engine
+    reference = a.reconfigure(backend="reference")
+    assert reference.engine is not a.engine and reference.engine.runner is None
+    assert reference.backend == "reference" and reference.reconfigure().backend == "reference"
+    unfused = a.reconfigure(fast=FastConfig(fuse_commit=False))
+    assert unfused.engine is not a.engine and unfused.engine.fast.fuse_commit is False
+    given = Planner(model, decode, engine=a.engine)
+    assert given.engine is a.engine
+    with pytest.raises(ValueError, match="must hold its model"):
+        Planner(model.with_fields(block_size=8), decode, engine=a.engine)
+    with pytest.raises(ValueError, match="must hold its model"):
+        Planner(model, decode, backend="reference", engine=a.engine)
+    with pytest.raises(ValueError, match="unknown decoder backend"):
+        Planner(model, decode, backend="fastest")
+
+
+def test_the_engine_compiles_each_language_once():
+    """The answer languages' automata belong to the engine: compiled on first use, kept."""
+    model = Wamdiff2Model.from_preset("tiny", block_size=4, seed=0)
+    planner = Planner(model, DecodeConfig(max_new_tokens=96, steps_per_block=4))
+    auto = planner.engine.automata[planner.plan_language]      # the budget check built it
+    planner.plan(Observation([np.zeros((36, 64, 3), np.uint8)]))
+    assert planner.engine.automata[planner.plan_language] is auto
+    assert planner.reconfigure().engine.automaton(planner.plan_language, 96) is auto
+    assert Planner(model, planner.decode).engine.automaton(planner.plan_language, 96) \
+        is not auto                                         # another owner, its own

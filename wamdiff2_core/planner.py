@@ -14,10 +14,10 @@ import numpy as np
 import torch
 
 from wamdiff2_core import tasks
-from wamdiff2_core.decoding.backends import get_decoder
-from wamdiff2_core.decoding.config import (DEFAULT_BACKEND, DecodeConfig, DecodeStats,
+from wamdiff2_core.decoding.config import (DEFAULT_BACKEND, DecodeConfig, FastConfig,
                                           resolve_decode)
-from wamdiff2_core.decoding.constraints.session import automaton_for
+from wamdiff2_core.decoding.engine import DecodingEngine
+from wamdiff2_core.decoding.output import DecodeStats
 from wamdiff2_core.devices import check_device
 from wamdiff2_core.model.fields import check_overrides
 from wamdiff2_core.model.modeling import CheckpointError, Wamdiff2Model
@@ -87,8 +87,14 @@ class Planner:
     commit rule, threshold or step budget (all None), the checkpoint's recommended rule and
     threshold apply (``model.fields.decode_commit_rule``; the bundled model: the frontier
     rule at 0.95); a rule the caller names is kept, even the default one. ``decode`` and
-    ``plan_decode`` hold the resolved settings: what this planner decodes with
-    (``decode_summary()`` says it in one line).
+    ``plan_decode`` hold the resolved settings, what this planner decodes questions and
+    plans with (``plan_decode`` is ``decode`` when none was given; ``decode_summary()`` says
+    both in one line).
+
+    The planner owns its ``engine`` (``decoding.engine.DecodingEngine``: the fast decoder's
+    states, compiled steps and the answer languages' automata), built from ``backend`` and
+    ``fast`` unless one is given; ``reconfigure`` shares it with the planner it returns when
+    the backend and ``fast`` stay the same.
 
     Each task names its answer's language to the decoder (``tasks.languages``), so with
     ``DecodeConfig.constrained`` left at None plans and detections are constrained to
@@ -107,45 +113,66 @@ class Planner:
     reads them as 0.00, as in its training)."""
 
     def __init__(self, model: Wamdiff2Model, decode: DecodeConfig = DecodeConfig(),
-                 backend: str = DEFAULT_BACKEND, plan_decode: DecodeConfig | None = None,
-                 *, plan_max_speed: float | None = tasks.PLAN_MAX_SPEED_MPS,
+                 backend: str | None = None, plan_decode: DecodeConfig | None = None,
+                 *, fast: FastConfig | None = None, engine: DecodingEngine | None = None,
+                 plan_max_speed: float | None = tasks.PLAN_MAX_SPEED_MPS,
                  lateral_status: bool | None = None):
-        self.decoder = get_decoder(backend)          # ValueError naming the known ones
-        self.model = model
+        if engine is None:                       # ValueError naming the known backends
+            engine = DecodingEngine(model, backend or DEFAULT_BACKEND, fast or FastConfig())
+        elif engine.model is not model or backend not in (None, engine.backend) \
+                or fast not in (None, engine.fast):
+            raise ValueError("an engine given to a Planner must hold its model, backend and "
+                             "fast settings")
+        self.model, self.engine = model, engine
         self.decode = self._resolve(decode)
-        self.backend = backend
-        self.plan_decode = plan_decode and self._resolve(plan_decode)
+        self._plan_override = plan_decode and self._resolve(plan_decode)
+        self.plan_decode = self._plan_override or self.decode
         self.plan_max_speed = plan_max_speed
         self.lateral_status = (model.fields.lateral_status if lateral_status is None
                                else bool(lateral_status))
         self.plan_language = tasks.planning_language(plan_max_speed)   # ValueError if <= 0
-        if self.planning_decode.constrained is not False:   # LanguageError up front: a plan
-            automaton_for(model, self.plan_language,        # needs the budget of one
-                          self.planning_decode.max_new_tokens)
+        if self.plan_decode.constrained is not False:   # LanguageError up front: a plan
+            engine.automaton(self.plan_language,        # needs the budget of one
+                             self.plan_decode.max_new_tokens)
 
     @classmethod
     def from_pretrained(cls, path_or_preset: str | Path | None = None,
                         decode: DecodeConfig = DecodeConfig(), device: str = "cpu",
                         dtype: str | torch.dtype | None = None,
-                        backend: str = DEFAULT_BACKEND,
+                        backend: str | None = None,
                         plan_decode: DecodeConfig | None = None,
                         fields: Mapping[str, Any] | None = None,
                         plan_max_speed: float | None = tasks.PLAN_MAX_SPEED_MPS,
-                        lateral_status: bool | None = None) -> "Planner":
+                        lateral_status: bool | None = None,
+                        fast: FastConfig | None = None) -> "Planner":
         """Load a checkpoint directory, build a preset, or (None) load the bundled model.
         ``fields``: diffusion fields the checkpoint does not state, or that replace its own
         (``load_model``); ``planner.model.describe()`` says where each one came from."""
         return cls(load_model(path_or_preset, device, dtype, fields=fields), decode, backend,
-                   plan_decode, plan_max_speed=plan_max_speed, lateral_status=lateral_status)
+                   plan_decode, fast=fast, plan_max_speed=plan_max_speed,
+                   lateral_status=lateral_status)
+
+    @property
+    def backend(self) -> str:
+        """The decoder backend ("fast" or "reference"): the engine's."""
+        return self.engine.backend
 
     def reconfigure(self, decode: DecodeConfig | None = None, backend: str | None = None,
-                    plan_decode=_KEEP, plan_max_speed=_KEEP) -> "Planner":
-        """A new planner sharing these weights with other decoding settings (``plan_decode``
-        and ``plan_max_speed``: kept unless given; ``plan_decode=None`` drops it; a new
-        ``decode`` is resolved as in the constructor); the lateral status setting is
-        kept."""
-        return type(self)(self.model, decode or self.decode, backend or self.backend,
-                          self.plan_decode if plan_decode is _KEEP else plan_decode,
+                    plan_decode=_KEEP, plan_max_speed=_KEEP,
+                    fast: FastConfig | None = None) -> "Planner":
+        """A new planner of these weights with other settings (``plan_decode`` and
+        ``plan_max_speed``: kept unless given; ``plan_decode=None`` drops it; a new
+        ``decode`` is resolved as in the constructor); the lateral status setting is kept.
+
+        With the same backend and ``fast`` settings (None: this planner's) the new planner
+        shares this one's engine (``new.engine is self.engine``: compiled states and
+        automata are reused; the two take turns on ``engine.lock``); otherwise it builds
+        its own."""
+        backend, fast = backend or self.engine.backend, fast or self.engine.fast
+        same = (backend, fast) == (self.engine.backend, self.engine.fast)
+        return type(self)(self.model, decode or self.decode, backend,
+                          self._plan_override if plan_decode is _KEEP else plan_decode,
+                          fast=fast, engine=self.engine if same else None,
                           plan_max_speed=(self.plan_max_speed if plan_max_speed is _KEEP
                                           else plan_max_speed),
                           lateral_status=self.lateral_status)
@@ -159,14 +186,9 @@ class Planner:
     def decode_summary(self) -> str:
         """How this planner decodes, in one line (for logs and diagnostics)."""
         text = self.decode.summary()
-        if self.plan_decode is not None:
+        if self.plan_decode != self.decode:
             text += f"; planning answers: {self.plan_decode.summary()}"
-        return text
-
-    @property
-    def planning_decode(self) -> DecodeConfig:
-        """The settings planning answers are decoded with."""
-        return self.plan_decode or self.decode
+        return f"{text} ({self.engine.backend} decoder)"
 
     # ------------------------------------------------------------------ cameras
     @property
@@ -207,7 +229,7 @@ class Planner:
         answer_tokens = -(-decode.max_new_tokens // block) * block     # whole blocks
         if prompt_tokens + answer_tokens > self.max_positions:
             raise PromptTooLong(prompt_tokens, answer_tokens, self.max_positions)
-        out = self.decoder(self.model, batch, decode, language=language)
+        out = self.engine.decode(batch, decode, language)
         texts = [self.model.processor.decode_answer(s) for s in out.sequences]
         return texts, out.stats
 
@@ -221,7 +243,7 @@ class Planner:
             self.check_images(observation.images)
         prompts = [self.planning_prompt(o) for o in observations]
         texts, stats = self.generate(prompts, [o.images for o in observations],
-                                     self.planning_decode, self.plan_language)
+                                     self.plan_decode, self.plan_language)
         results = []
         for text in texts:
             try:
@@ -279,13 +301,16 @@ class Planner:
         return AnswerResult(tasks.parse_answer(texts[0]), stats)
 
     def warmup(self, width: int = 320, height: int = 180) -> DecodeStats:
-        """Throw-away decodes on a blank image so the first real request is not slow: a plan,
-        and with ``plan_decode`` also a question (the fast decoder builds a state per rule).
-        Returns the plan's stats."""
+        """Throw-away decodes on a blank image, so that the engine has built (compiled,
+        captured) the states the first real requests use: a plan, and a question when
+        questions are decoded with other settings. Returns the plan's stats."""
         blanks = [np.zeros((height, width, 3), np.uint8)] * len(self.cameras)
-        _, stats = self.generate([tasks.planning_prompt("straight", cameras=self.cameras)],
-                                 [blanks], self.planning_decode, tasks.planning_language())
-        if self.plan_decode is not None:
+        processor = self.model.processor
+        plan = processor.encode_prompts(
+            [tasks.planning_prompt("straight", cameras=self.cameras)], [blanks])
+        stats = self.engine.warmup(plan, self.plan_decode, self.plan_language)
+        if self.plan_decode != self.decode:
             ask = tasks.qa_prompt("Is the road clear?", cameras=self.cameras)
-            self.generate([ask], [blanks])
+            question = processor.encode_prompts([ask], [blanks])
+            self.engine.warmup(question, self.decode)
         return stats

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wamdiff2_core.decoding.config import DecodeStats
+from wamdiff2_core.decoding.output import DecodeStats
 
 #: The trained default model shipped in the package (model card: its README.md).
 BUNDLED = Path(__file__).resolve().parent / "assets" / "default_model"

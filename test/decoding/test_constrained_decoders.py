@@ -9,11 +9,10 @@ import torch
 from test_fast_decoder import HostSyncSpy, encode, early_eoa
 
 from wamdiff2_core import tasks
-from wamdiff2_core.decoding.config import COMMIT_RULES, DecodeConfig
-from wamdiff2_core.decoding.fast import fast_decode, fast_diffusion_decode
-from wamdiff2_core.decoding.fast_ar import fast_ar_decode
+from engines import fast_decode
+from wamdiff2_core.decoding.config import COMMIT_RULES, DecodeConfig, FastConfig
+from wamdiff2_core.decoding.engine import DecodingEngine
 from wamdiff2_core.decoding.reference import ar_decode, diffusion_decode
-from wamdiff2_core.decoding.runner import FastConfig, runner_for
 from wamdiff2_core.model.modeling import Wamdiff2Model
 from wamdiff2_core.tasks.languages import detection_language, planning_language, qa_language
 
@@ -56,7 +55,7 @@ def test_constrained_plans_parse_and_fast_equals_reference(model, camera_images,
     batch = encode(model, prompts, camera_images, rows)
     cfg = cfg_for(bs, rule)
     ref = diffusion_decode(model, batch, cfg, language=PLANNING)
-    fast = fast_diffusion_decode(model, batch, cfg, language=PLANNING)
+    fast = fast_decode(model, batch, cfg, language=PLANNING)
     assert fast.sequences == ref.sequences and fast.finished == ref.finished
     assert all(ref.finished)
     for text in texts(model, ref):
@@ -86,7 +85,7 @@ def test_other_task_languages(model, camera_images, prompts, lang):
     cfg = DecodeConfig(block_size=32, max_new_tokens=96, steps_per_block=8,
                        commit_rule="low_confidence_leftmost", constrained=True)
     ref = diffusion_decode(model, batch, cfg, language=lang)
-    assert fast_diffusion_decode(model, batch, cfg, language=lang).sequences == ref.sequences
+    assert fast_decode(model, batch, cfg, language=lang).sequences == ref.sequences
     for text in texts(model, ref):
         assert lang.matches(text)
         if not lang.name.startswith("detection"):
@@ -109,7 +108,7 @@ def test_padded_batches_sparse_checks_and_sampling(model, camera_images, prompts
     cfg = cfg_for(32, "low_confidence_dynamic", temperature=temperature, seed=4)
     fast_cfg = FastConfig(pad_batch=True, sync_every=3)
     ref = diffusion_decode(model, batch, cfg, language=PLANNING)
-    fast = fast_diffusion_decode(model, batch, cfg, fast_cfg, language=PLANNING)
+    fast = fast_decode(model, batch, cfg, fast_cfg, language=PLANNING)
     assert fast.sequences == ref.sequences
     assert all(PLANNING.matches(t) for t in texts(model, ref))
 
@@ -119,8 +118,8 @@ def test_constrained_ar_decoders(ar_model, camera_images, prompts):
     batch = encode(ar_model, prompts, camera_images, 3)
     cfg = DecodeConfig(max_new_tokens=84, constrained=True)
     ref = ar_decode(ar_model, batch, cfg, language=PLANNING)
-    fast = fast_ar_decode(ar_model, batch, cfg, FastConfig(pad_batch=True, sync_every=2),
-                          language=PLANNING)
+    fast = fast_decode(ar_model, batch, cfg, FastConfig(pad_batch=True, sync_every=2),
+                       language=PLANNING)
     assert fast.sequences == ref.sequences
     assert all(PLANNING.matches(t) for t in texts(ar_model, ref))
     sampled = DecodeConfig(max_new_tokens=84, constrained=True, temperature=1.0, seed=2)
@@ -135,12 +134,12 @@ def test_the_switch_and_its_errors(model, camera_images, prompts):
     # off: a language changes nothing; the default: a language given is enforced
     unconstrained = diffusion_decode(model, batch, default).sequences
     assert diffusion_decode(model, batch, off, language=PLANNING).sequences == unconstrained
-    assert fast_diffusion_decode(model, batch, default, language=PLANNING).sequences == \
+    assert fast_decode(model, batch, default, language=PLANNING).sequences == \
         diffusion_decode(
         model, batch, replace(default, constrained=True), language=PLANNING).sequences
     assert not PLANNING.matches(texts(model, diffusion_decode(model, batch, default))[0])
     with pytest.raises(ValueError, match="needs the answer's language"):
-        fast_diffusion_decode(model, batch, DecodeConfig(constrained=True))
+        fast_decode(model, batch, DecodeConfig(constrained=True))
     with pytest.raises(ValueError, match="takes 80 tokens"):
         diffusion_decode(model, batch, DecodeConfig(max_new_tokens=64, constrained=True),
                          language=PLANNING)
@@ -153,9 +152,9 @@ def test_constrained_steps_never_sync_the_host(model, ar_model, camera_images, p
     batch = encode(model, prompts, camera_images, 2)
     cfg = DecodeConfig(block_size=4, max_new_tokens=84, commit_rule=rule, constrained=True)
     for fuse in (True, False):
-        fast_cfg = FastConfig(fuse_commit=fuse)
-        fast_diffusion_decode(model, batch, cfg, fast_cfg, language=PLANNING)
-        runner = runner_for(model, fast_cfg)
+        engine = DecodingEngine(model, "fast", FastConfig(fuse_commit=fuse))
+        engine.decode(batch, cfg, PLANNING)
+        runner = engine.runner
         st = runner.states[("diffusion", 2, 4, rule, True, fuse, PLANNING)]
         for first in (True, False) if fuse else (False,):
             for last in (False, True):
@@ -169,9 +168,9 @@ def test_constrained_steps_never_sync_the_host(model, ar_model, camera_images, p
                 assert spy.seen == []
                 committed = st.x != model.fields.mask_token_id
                 assert committed.all() if last else committed.any()
-    fast_ar_decode(ar_model, batch, DecodeConfig(max_new_tokens=84, constrained=True),
-                   language=PLANNING)
-    ar_state = runner_for(ar_model).states[("ar", 2, True, PLANNING)]
+    engine = DecodingEngine(ar_model)
+    engine.decode(batch, DecodeConfig(max_new_tokens=84, constrained=True), PLANNING)
+    ar_state = engine.runner.states[("ar", 2, True, PLANNING)]
     with HostSyncSpy() as spy:
         ar_state.run_step(0.0, None, 2)
     assert spy.seen == []

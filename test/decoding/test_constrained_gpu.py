@@ -4,10 +4,10 @@ step never syncs the host. Skipped without CUDA (conftest)."""
 import pytest
 from test_fast_decoder import HostSyncSpy
 
-from wamdiff2_core.decoding.config import COMMIT_RULES, DecodeConfig
-from wamdiff2_core.decoding.fast import fast_decode
+from engines import fast_decode
+from wamdiff2_core.decoding.config import COMMIT_RULES, DecodeConfig, FastConfig
+from wamdiff2_core.decoding.engine import DecodingEngine
 from wamdiff2_core.decoding.reference import decode as reference_decode
-from wamdiff2_core.decoding.runner import FastConfig, runner_for
 from wamdiff2_core.model.modeling import Wamdiff2Model
 from wamdiff2_core.tasks.languages import detection_language, planning_language
 
@@ -63,9 +63,10 @@ def test_captured_constrained_steps_never_sync(cuda_models, camera_images, promp
     graphs = FastConfig(mode="graphs", attention="sdpa")
     batch = _encode(model, prompts, camera_images, 2)
     cfg = DecodeConfig(block_size=32, max_new_tokens=96, constrained=True)
-    fast_decode(model, batch, cfg, graphs, language=PLANNING)
-    runner = runner_for(model, graphs)
-    st = runner.states[("diffusion", 2, 32, cfg.commit_rule, True, True, PLANNING)]
+    engine = DecodingEngine(model, "fast", graphs)
+    engine.decode(batch, cfg, PLANNING)
+    st = engine.runner.states[("diffusion", 2, 32, "low_confidence_dynamic", True, True,
+                               PLANNING)]
     for last in (False, True):
         with HostSyncSpy() as spy:
             st.run_step(0.0, None, 2, last=last)

@@ -8,11 +8,10 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from wamdiff2_core.decoding.config import COMMIT_RULES, DecodeConfig
-from wamdiff2_core.decoding.fast import fast_decode, fast_diffusion_decode
-from wamdiff2_core.decoding.fast_ar import fast_ar_decode
+from engines import fast_decode
+from wamdiff2_core.decoding.config import COMMIT_RULES, DecodeConfig, FastConfig
+from wamdiff2_core.decoding.engine import DecodingEngine
 from wamdiff2_core.decoding.reference import ar_decode, diffusion_decode
-from wamdiff2_core.decoding.runner import FastConfig, runner_for
 from wamdiff2_core.model.modeling import Wamdiff2Model
 
 RULES = list(COMMIT_RULES)
@@ -56,7 +55,7 @@ def test_fast_diffusion_equals_reference(diffusion_model, camera_images, prompts
     batch = encode(diffusion_model, prompts, camera_images, rows)
     cfg = small_cfg(bs, rule)
     ref = diffusion_decode(diffusion_model, batch, cfg)
-    fast = fast_diffusion_decode(diffusion_model, batch, cfg, FastConfig(fuse_commit=fuse))
+    fast = fast_decode(diffusion_model, batch, cfg, FastConfig(fuse_commit=fuse))
     assert fast.sequences == ref.sequences
     assert fast.finished == ref.finished
     assert (fast.stats.denoise_forwards, fast.stats.blocks, fast.stats.tokens) == \
@@ -82,7 +81,7 @@ def test_rows_really_end_at_different_blocks(diffusion_model, ar_model, camera_i
 def test_fast_ar_equals_reference(ar_model, camera_images, prompts, rows):
     batch = encode(ar_model, prompts, camera_images, rows)
     cfg = DecodeConfig(max_new_tokens=16)
-    ref, fast = ar_decode(ar_model, batch, cfg), fast_ar_decode(ar_model, batch, cfg)
+    ref, fast = ar_decode(ar_model, batch, cfg), fast_decode(ar_model, batch, cfg)
     assert fast.sequences == ref.sequences and fast.finished == ref.finished
     assert (fast.stats.forwards, fast.stats.tokens) == (ref.stats.forwards, ref.stats.tokens)
 
@@ -108,8 +107,9 @@ def test_padded_batch_and_sparse_done_checks_keep_the_tokens(diffusion_model, ar
     cfg = DecodeConfig(max_new_tokens=12)
     fast_cfg = FastConfig(pad_batch=True, sync_every=3)
     ref = ref_fn(model, batch, cfg)
-    fast = fast_decode(model, batch, cfg, fast_cfg)
-    assert runner_for(model, fast_cfg).bucket(3) == 4
+    engine = DecodingEngine(model, "fast", fast_cfg)
+    fast = engine.decode(batch, cfg)
+    assert engine.runner.bucket(3) == 4
     assert fast.sequences == ref.sequences
     steps = (lambda s: s.denoise_forwards) if paradigm == "diffusion" else \
         (lambda s: s.forwards)
@@ -118,31 +118,33 @@ def test_padded_batch_and_sparse_done_checks_keep_the_tokens(diffusion_model, ar
 
 def test_state_is_reused_and_grows_for_longer_requests(diffusion_model, camera_images,
                                                        prompts):
-    fast_cfg = FastConfig(len_multiple=8)
-    runner = runner_for(diffusion_model, fast_cfg)
+    engine = DecodingEngine(diffusion_model, "fast", FastConfig(len_multiple=8))
+    runner = engine.runner
     batch = encode(diffusion_model, prompts, camera_images, 1)
-    fast_decode(diffusion_model, batch, DecodeConfig(max_new_tokens=4), fast_cfg)
+    engine.decode(batch, DecodeConfig(max_new_tokens=4))
     (state,) = runner.states.values()
-    fast_decode(diffusion_model, batch, DecodeConfig(max_new_tokens=4), fast_cfg)
+    engine.decode(batch, DecodeConfig(max_new_tokens=4))
     assert list(runner.states.values()) == [state]
     longer = DecodeConfig(max_new_tokens=16)
-    out = fast_decode(diffusion_model, batch, longer, fast_cfg)
+    out = engine.decode(batch, longer)
     assert out.sequences == diffusion_decode(diffusion_model, batch, longer).sequences
     (grown,) = runner.states.values()
     assert grown.cache.max_len > state.cache.max_len
 
 
-def test_threads_sharing_a_model_take_turns(diffusion_model, camera_images, prompts):
-    """Two planners on one model share the runner's buffers; concurrent calls must not mix."""
+def test_threads_sharing_an_engine_take_turns(diffusion_model, camera_images, prompts):
+    """Planners sharing an engine share its states' buffers; concurrent calls must not mix
+    (they take turns on the engine's lock)."""
     import threading
 
     batches = [encode(diffusion_model, prompts[i:], camera_images[i:], 1) for i in range(4)]
     cfg = DecodeConfig(max_new_tokens=8)
     want = [diffusion_decode(diffusion_model, b, cfg).sequences for b in batches]
     got = [None] * 4
+    engine = DecodingEngine(diffusion_model)
 
     def work(i):
-        got[i] = fast_decode(diffusion_model, batches[i], cfg).sequences
+        got[i] = engine.decode(batches[i], cfg).sequences
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
     for t in threads:
@@ -188,9 +190,9 @@ def assert_diffusion_steps_never_sync(model, batch, rule: str) -> None:
     """Decode ``batch`` (2 rows, block 4) fused and unfused, then run each state's steps (and
     commit pass) under the spy: no host sync, and each step commits."""
     for fuse in (True, False):
-        fast_cfg = FastConfig(fuse_commit=fuse)
-        fast_decode(model, batch, DecodeConfig(max_new_tokens=8, commit_rule=rule), fast_cfg)
-        runner = runner_for(model, fast_cfg)
+        engine = DecodingEngine(model, "fast", FastConfig(fuse_commit=fuse))
+        engine.decode(batch, DecodeConfig(max_new_tokens=8, commit_rule=rule, threshold=0.9))
+        runner = engine.runner
         st = runner.states[("diffusion", 2, 4, rule, True, fuse)]
         for first in (True, False) if fuse else (False,):
             with runner.no_autograd():  # the state's buffers are inference tensors in eager mode
@@ -209,8 +211,9 @@ def test_steps_never_sync_the_host(diffusion_model, ar_model, camera_images, pro
     batch = encode(diffusion_model, prompts, camera_images, 2)
     assert_diffusion_steps_never_sync(diffusion_model, batch, rule)
 
-    fast_decode(ar_model, batch, DecodeConfig(max_new_tokens=4))
-    ar_state = runner_for(ar_model).states[("ar", 2, True)]
+    engine = DecodingEngine(ar_model)
+    engine.decode(batch, DecodeConfig(max_new_tokens=4))
+    ar_state = engine.runner.states[("ar", 2, True)]
     with HostSyncSpy() as spy:
         ar_state.run_step(0.0, None, 2)
     assert spy.seen == []
@@ -243,7 +246,7 @@ def test_blocks_stop_once_every_answer_is_settled(diffusion_model, camera_images
 
     def decode_all():
         return ([diffusion_decode(diffusion_model, b, cfg) for b in batches],
-                [fast_diffusion_decode(diffusion_model, b, cfg) for b in batches])
+                [fast_decode(diffusion_model, b, cfg) for b in batches])
 
     def forwards(outs):
         return sum(o.stats.denoise_forwards for o in outs)

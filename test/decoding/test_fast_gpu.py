@@ -10,10 +10,10 @@ import torch
 
 from wamdiff2_core.apps.cli import main
 from wamdiff2_core.decoding.attention import FlashInferAttention, SdpaAttention
-from wamdiff2_core.decoding.config import COMMIT_RULES, DecodeConfig
-from wamdiff2_core.decoding.fast import fast_decode
+from engines import fast_decode
+from wamdiff2_core.decoding.config import COMMIT_RULES, DecodeConfig, FastConfig
+from wamdiff2_core.decoding.engine import DecodingEngine
 from wamdiff2_core.decoding.reference import decode as reference_decode
-from wamdiff2_core.decoding.runner import FastConfig, runner_for
 from wamdiff2_core.model import presets
 from wamdiff2_core.model.modeling import Wamdiff2Model
 
@@ -37,9 +37,10 @@ def test_graphs_equal_reference(cuda_models, camera_images, prompts, rule, bs, r
     batch = model.processor.encode_prompts(prompts[:rows], [[i] for i in camera_images[:rows]])
     cfg = DecodeConfig(block_size=bs, commit_rule=rule, steps_per_block=min(bs, 4),
                        max_new_tokens=6 if bs == 1 else 3 * bs)
-    graphs = FastConfig(mode="graphs", attention="sdpa", fuse_commit=fuse)
-    assert runner_for(model, graphs).mode == "graphs"
-    fast = fast_decode(model, batch, cfg, graphs)
+    engine = DecodingEngine(model, "fast", FastConfig(mode="graphs", attention="sdpa",
+                                                       fuse_commit=fuse))
+    assert engine.runner.mode == "graphs"
+    fast = engine.decode(batch, cfg)
     assert fast.sequences == reference_decode(model, batch, cfg).sequences
 
 
@@ -71,9 +72,9 @@ def test_compiled_graphs_equal_reference(cuda_models, camera_images, prompts):
     model = cuda_models["diffusion"]
     batch = model.processor.encode_prompts(prompts[:2], [[i] for i in camera_images[:2]])
     cfg = DecodeConfig(block_size=4, max_new_tokens=12)
-    fast = FastConfig(mode="compile-graphs")
-    assert runner_for(model, fast).mode == "compile-graphs"
-    assert fast_decode(model, batch, cfg, fast).sequences == \
+    engine = DecodingEngine(model, "fast", FastConfig(mode="compile-graphs"))
+    assert engine.runner.mode == "compile-graphs"
+    assert engine.decode(batch, cfg).sequences == \
         reference_decode(model, batch, cfg).sequences
 
 
@@ -118,10 +119,10 @@ def test_flashinfer_graphs_replay_equals_flashinfer_eager(hd128_model, camera_im
     model = hd128_model
     batch = model.processor.encode_prompts(prompts[:2], [[i] for i in camera_images[:2]])
     cfg = DecodeConfig(max_new_tokens=64, steps_per_block=8)
-    graphs = fast_decode(model, batch, cfg, FastConfig(mode="graphs", attention="flashinfer"))
+    engine = DecodingEngine(model, "fast", FastConfig(mode="graphs", attention="flashinfer"))
+    graphs = engine.decode(batch, cfg)
     eager = fast_decode(model, batch, cfg, FastConfig(mode="eager", attention="flashinfer"))
-    assert runner_for(model, FastConfig(mode="graphs", attention="flashinfer")).attention == \
-        "flashinfer"
+    assert engine.runner.attention == "flashinfer"
     assert graphs.sequences == eager.sequences
     assert all(model.fields.mask_token_id not in s for s in graphs.sequences)
 

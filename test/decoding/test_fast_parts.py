@@ -5,7 +5,8 @@ import torch
 
 from wamdiff2_core.decoding.attention import SdpaAttention, resolve_attention
 from wamdiff2_core.decoding.graphs import resolve_mode
-from wamdiff2_core.decoding.runner import FastConfig, FastRunner
+from wamdiff2_core.decoding.config import FastConfig
+from wamdiff2_core.decoding.runner import FastRunner
 from wamdiff2_core.decoding.static_cache import StaticKVCache
 from wamdiff2_core.model import masks
 from wamdiff2_core.model.modeling import new_cache

@@ -13,8 +13,8 @@ from PIL import Image
 
 from wamdiff2_core import tasks
 from wamdiff2_core.decoding import fast, reference
-from wamdiff2_core.decoding.config import DecodeConfig
-from wamdiff2_core.decoding.runner import FastConfig
+from wamdiff2_core.decoding.config import DecodeConfig, FastConfig
+from wamdiff2_core.decoding.engine import DecodingEngine
 from wamdiff2_core.types import bundled_checkpoint_path
 
 PADDED_BOUND = 1e-8
@@ -47,7 +47,8 @@ def _compare(spy, model, batch, cfg, exact: bool) -> float:
     want = spy.run(lambda: reference.decode(model, batch, cfg))
     worst = 0.0
     for fuse in (True, False):
-        got = spy.run(lambda: fast.fast_decode(model, batch, cfg, FastConfig(fuse_commit=fuse)))
+        engine = DecodingEngine(model, "fast", FastConfig(fuse_commit=fuse))
+        got = spy.run(lambda: engine.decode(batch, cfg))
         assert len(got) == len(want) > 0
         for step, (a, b) in enumerate(zip(want, got)):
             if exact:

@@ -10,10 +10,9 @@ import torch
 from test_views import random_answers
 
 from wamdiff2_core import tasks
-from wamdiff2_core.decoding.config import COMMIT_RULES, DecodeConfig
-from wamdiff2_core.decoding.fast import fast_diffusion_decode
+from engines import fast_decode
+from wamdiff2_core.decoding.config import COMMIT_RULES, DecodeConfig, FastConfig
 from wamdiff2_core.decoding.reference import _Context, ar_decode, diffusion_decode
-from wamdiff2_core.decoding.runner import FastConfig
 from wamdiff2_core.diffusion.layout import diffusion_inputs, diffusion_logits, kept_positions
 from wamdiff2_core.model import masks
 from wamdiff2_core.model.modeling import Wamdiff2Model
@@ -91,7 +90,7 @@ def test_fast_shifted_equals_reference(shifted_model, camera_images, prompts, ru
     cfg = DecodeConfig(block_size=bs, commit_rule=rule, max_new_tokens=12 if bs == 4 else 40,
                        steps_per_block=min(bs, 4))
     ref = diffusion_decode(model, batch, cfg)
-    fast = fast_diffusion_decode(model, batch, cfg, FastConfig(fuse_commit=fuse))
+    fast = fast_decode(model, batch, cfg, FastConfig(fuse_commit=fuse))
     assert fast.sequences == ref.sequences
     assert fast.finished == ref.finished
     assert (fast.stats.denoise_forwards, fast.stats.blocks) == \
@@ -117,7 +116,7 @@ def test_fast_shifted_constrained_equals_reference(shifted_model, camera_images,
     cfg = DecodeConfig(max_new_tokens=96, constrained=True)
     lang = tasks.planning_language()
     ref = diffusion_decode(model, batch, cfg, language=lang)
-    fast = fast_diffusion_decode(model, batch, cfg, FastConfig(fuse_commit=fuse),
+    fast = fast_decode(model, batch, cfg, FastConfig(fuse_commit=fuse),
                                  language=lang)
     assert fast.sequences == ref.sequences
     for seq in ref.sequences:                      # every constrained plan parses

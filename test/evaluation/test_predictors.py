@@ -45,7 +45,7 @@ def test_planner_gets_the_records_inputs(bundled, data_dir):
     plans = [c for c in planner.calls if c[0] == "planning"]
     assert ["velocity is: (10.00,0.00)" in c[1] for c in plans] == [True, False]
     assert ["velocity is: (5.00,0.00)" in c[1] for c in plans] == [False, True]
-    assert all(c[2] == 1 and c[3] == bundled.planning_decode and c[4] == bundled.plan_language
+    assert all(c[2] == 1 and c[3] == bundled.plan_decode and c[4] == bundled.plan_language
                for c in plans)
     detections = [c for c in planner.calls if c[0] == "detection"]
     assert all(c[3].max_new_tokens >= DETECTION_MAX_NEW_TOKENS for c in detections)

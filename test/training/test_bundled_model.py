@@ -132,7 +132,6 @@ def test_fast_decoder_equals_reference_on_the_trained_model(planner, frames, rul
     decoder gives the reference's tokens with the threshold branch in play, one prompt at a
     time and as a padded batch of all prompts."""
     from wamdiff2_core.decoding.config import DecodeConfig
-    from wamdiff2_core.decoding.fast import fast_decode
     from wamdiff2_core.decoding.reference import decode as reference_decode
     from wamdiff2_core.tasks import record_prompt_and_answer
 
@@ -145,7 +144,7 @@ def test_fast_decoder_equals_reference_on_the_trained_model(planner, frames, rul
     for batch in [model.processor.encode_prompts([p], [i]) for p, i in zip(prompts, images)] \
             + [model.processor.encode_prompts(prompts, images)]:
         ref = reference_decode(model, batch, cfg)
-        fast = fast_decode(model, batch, cfg)
+        fast = planner.engine.decode(batch, cfg)                  # the planner's fast engine
         assert fast.sequences == ref.sequences
         # each commit pass (one per block but the last) rides on the next block's first step
         assert ref.stats.forwards - ref.stats.denoise_forwards == ref.stats.blocks - 1

@@ -1,16 +1,21 @@
-"""Decoding knobs and per-call statistics."""
+"""Decoding settings: what to decode (``DecodeConfig``, its commit rule settled by
+``resolve_decode``) and how the fast decoders run (``FastConfig``). Torch-free."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
+
+# DecodeStats lives with the other output types; the ROS layer and the simulator import it
+# from here.
+from wamdiff2_core.decoding.output import DecodeStats  # noqa: F401
 
 #: The commit rules' names: the one list. ``remasking.COMMIT_RULE_FNS`` holds the function of
 #: each (it checks at import that it has exactly these), commands and node parameters offer
 #: these choices.
 COMMIT_RULES = ("low_confidence_dynamic", "low_confidence_static", "low_confidence_budget",
                 "low_confidence_leftmost", "low_confidence_frontier", "sequential")
-#: The decoder backends' names (``decoding.backends.DECODER_BACKENDS`` maps each to its
-#: decoder). The default, "fast", gives the reference decoder's tokens (tested token for
-#: token) in less time (CPU: eager with a static cache; GPU: CUDA graphs).
+#: The decoder backends' names (``engine.DecodingEngine`` runs each). The default, "fast",
+#: gives the reference decoder's tokens (tested token for token) in less time (CPU: eager
+#: with a static cache; GPU: CUDA graphs).
 BACKENDS = ("fast", "reference")
 DEFAULT_BACKEND = "fast"
 #: The rule and threshold a decode uses where the caller sets a rule, threshold or step
@@ -113,28 +118,43 @@ def resolve_decode(decode: DecodeConfig, fields) -> DecodeConfig:
                               else decode.threshold))
 
 
-@dataclass
-class DecodeStats:
-    """What one decode call cost. ``tokens`` counts answer tokens up to and including the
-    end-of-answer token, over the batch; ``forwards`` counts decode forwards (denoising steps
-    and commit passes; for AR one per token after the prefill)."""
-    prefill_ms: float = 0.0
-    decode_ms: float = 0.0
-    tokens: int = 0
-    forwards: int = 0
-    denoise_forwards: int = 0
-    blocks: int = 0
-    batch: int = 1
+@dataclass(frozen=True)
+class FastConfig:
+    """How the fast decoders run (the tokens never depend on it).
 
-    @property
-    def total_ms(self) -> float:
-        return self.prefill_ms + self.decode_ms
+    mode: "auto" (CUDA graphs on a GPU, eager on a CPU) | "eager" | "compile" | "graphs" |
+        "compile-graphs" (compiled, then captured; GPU).
+    attention: "auto" (FlashInfer where installed on a GPU with a bf16/fp16 model, outside
+        "compile" mode; else SDPA) | "sdpa" | "flashinfer".
+    enforce_eager: debugging switch, overrides ``mode``.
+    sync_every: denoising steps (AR: tokens) between two host checks of the done flags;
+        None: 1 on a CPU (a check costs nothing there), 2 on a GPU.
+    batch_buckets: batch sizes that states are built for (a batch is padded up to the next
+        one; beyond the last, to the next multiple of it).
+    pad_batch: pad batches up to their bucket; None: in every mode but "eager"
+        (eager has no shapes to reuse).
+    flashinfer_backend: FlashInfer's own kernel choice ("auto": FA3 on Hopper, else FA2).
+    min_len / len_multiple: the static cache holds at least ``min_len`` slots per row and is
+        rounded up to a multiple of ``len_multiple``; a longer request rebuilds the state.
+    fuse_commit: commit a finished block in the first denoising step of the next one (one
+        forward of both blocks) instead of a separate commit pass: one forward fewer per
+        block, the same tokens. False: the reference's separate commit pass.
+    """
+    mode: str = "auto"
+    attention: str = "auto"
+    enforce_eager: bool = False
+    sync_every: int | None = None
+    batch_buckets: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+    pad_batch: bool | None = None
+    flashinfer_backend: str = "auto"
+    min_len: int = 0
+    len_multiple: int = 128
+    fuse_commit: bool = True
 
-    @property
-    def tokens_per_forward(self) -> float:
-        return self.tokens / max(1, self.forwards)
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d.update(total_ms=self.total_ms, tokens_per_forward=self.tokens_per_forward)
-        return d
+    def __post_init__(self):
+        if self.sync_every is not None and self.sync_every < 1:
+            raise ValueError(f"sync_every must be >= 1, got {self.sync_every}")
+        if not self.batch_buckets or sorted(self.batch_buckets) != list(self.batch_buckets):
+            raise ValueError("batch_buckets must be a non-empty increasing tuple")
+        if self.len_multiple < 1:
+            raise ValueError(f"len_multiple must be >= 1, got {self.len_multiple}")

@@ -36,19 +36,15 @@ import time
 
 import torch
 
-from wamdiff2_core.decoding.config import DecodeConfig, DecodeStats, resolve_decode
+from wamdiff2_core.decoding.config import DecodeConfig
 from wamdiff2_core.decoding.constraints.automaton import DeviceAutomaton
-from wamdiff2_core.decoding.constraints.session import (FastConstraint, automaton_for,
-                                                        language_for)
-from wamdiff2_core.decoding.fast_ar import fast_ar_decode
+from wamdiff2_core.decoding.constraints.session import FastConstraint
 from wamdiff2_core.decoding.graphs import STEP_MODES
-from wamdiff2_core.decoding.reference import DecodeOutput, finish_rows
+from wamdiff2_core.decoding.output import DecodeOutput, DecodeStats, finish_rows
 from wamdiff2_core.decoding.remasking import commit_mask, transfer_schedule, unsettled
-from wamdiff2_core.decoding.runner import FastConfig, FastRunner, runner_for, sync
+from wamdiff2_core.decoding.runner import FastRunner, sync
 from wamdiff2_core.decoding.sampling import choose_tokens
 from wamdiff2_core.decoding.static_model import Prefix
-from wamdiff2_core.model.modeling import Wamdiff2Model
-from wamdiff2_core.tasks.languages import AnswerLanguage
 from wamdiff2_core.model.prompt import prepare_prompt
 
 
@@ -177,17 +173,13 @@ class DiffusionState:
 
 
 @torch.no_grad()
-def fast_diffusion_decode(model: Wamdiff2Model, batch: dict,
-                          cfg: DecodeConfig = DecodeConfig(),
-                          fast: FastConfig = FastConfig(),
-                          language: AnswerLanguage | None = None) -> DecodeOutput:
-    """Block-diffusion decode of an encoded prompt batch; same tokens as the reference
-    (``language`` enforced when ``cfg.constrained``)."""
-    cfg = resolve_decode(cfg, model.fields)
-    runner = runner_for(model, fast)
-    language = language_for(cfg, language)
-    auto = language and automaton_for(model, language, cfg.max_new_tokens)
-    with runner.lock, runner.no_autograd():
+def decode(runner: FastRunner, batch: dict, cfg: DecodeConfig,
+           auto: DeviceAutomaton | None = None) -> DecodeOutput:
+    """Block-diffusion decode of an encoded prompt batch with ``cfg`` as resolved
+    (``config.resolve_decode``); same tokens as the reference. With ``auto``, every answer
+    is a word of its language. ``engine.DecodingEngine.decode`` is the caller."""
+    model = runner.model
+    with runner.no_autograd():
         k = cfg.block_size or model.fields.block_size
         schedule = transfer_schedule(k, cfg.steps_per_block or k)
         eoa = model.fields.eoa_token_id
@@ -263,16 +255,3 @@ def fast_diffusion_decode(model: Wamdiff2Model, batch: dict,
         sync(runner.device)
         stats.decode_ms = (time.perf_counter() - t0) * 1e3
         return finish_rows(out[:rows, :stats.blocks * k][:, :cfg.max_new_tokens], eoa, stats)
-
-
-FAST_DECODERS = {"diffusion": fast_diffusion_decode, "ar": fast_ar_decode}
-
-
-def fast_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = DecodeConfig(),
-                fast: FastConfig = FastConfig(), language: AnswerLanguage | None = None
-                ) -> DecodeOutput:
-    """Decode with the paradigm the checkpoint was trained for, on the fast path (the
-    planner's "fast" backend: ``decoding.backends``); ``language`` is the answer's
-    language, enforced when ``cfg.constrained``."""
-    return FAST_DECODERS[model.fields.paradigm](model, batch, cfg, fast, language)
-

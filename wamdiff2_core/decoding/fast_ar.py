@@ -14,16 +14,13 @@ import time
 
 import torch
 
-from wamdiff2_core.decoding.config import DecodeConfig, DecodeStats
+from wamdiff2_core.decoding.config import DecodeConfig
 from wamdiff2_core.decoding.constraints.automaton import DeviceAutomaton
-from wamdiff2_core.decoding.constraints.session import (FastConstraint, automaton_for,
-                                                        language_for)
+from wamdiff2_core.decoding.constraints.session import FastConstraint
 from wamdiff2_core.decoding.graphs import STEP_MODES
-from wamdiff2_core.decoding.reference import DecodeOutput, finish_rows
-from wamdiff2_core.decoding.runner import FastConfig, FastRunner, runner_for, sync
+from wamdiff2_core.decoding.output import DecodeOutput, DecodeStats, finish_rows
+from wamdiff2_core.decoding.runner import FastRunner, sync
 from wamdiff2_core.decoding.sampling import choose_tokens
-from wamdiff2_core.model.modeling import Wamdiff2Model
-from wamdiff2_core.tasks.languages import AnswerLanguage
 from wamdiff2_core.model.prompt import prepare_prompt
 
 
@@ -90,15 +87,13 @@ class ARState:
 
 
 @torch.no_grad()
-def fast_ar_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = DecodeConfig(),
-                   fast: FastConfig = FastConfig(), language: AnswerLanguage | None = None
-                   ) -> DecodeOutput:
-    """Token-by-token decode of a next-token model; same tokens as the reference
-    (``language`` enforced when ``cfg.constrained``)."""
-    runner = runner_for(model, fast)
-    language = language_for(cfg, language)
-    auto = language and automaton_for(model, language, cfg.max_new_tokens)
-    with runner.lock, runner.no_autograd():
+def decode(runner: FastRunner, batch: dict, cfg: DecodeConfig,
+           auto: DeviceAutomaton | None = None) -> DecodeOutput:
+    """Token-by-token decode of a next-token model; same tokens as the reference. With
+    ``auto``, every answer is a word of its language. ``engine.DecodingEngine.decode`` is
+    the caller."""
+    model = runner.model
+    with runner.no_autograd():
         eoa = model.fields.eoa_token_id
         gen = torch.Generator(device=model.device).manual_seed(cfg.seed)
         rows = batch["input_ids"].shape[0]

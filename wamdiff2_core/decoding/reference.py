@@ -22,12 +22,14 @@ cache-update forward runs after the final block.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 
 import torch
 
-from wamdiff2_core.decoding.config import DecodeConfig, DecodeStats, resolve_decode
-from wamdiff2_core.decoding.constraints.session import ReferenceConstraint, language_for
+from wamdiff2_core.decoding.config import DecodeConfig, resolve_decode
+from wamdiff2_core.decoding.constraints.automaton import DeviceAutomaton
+from wamdiff2_core.decoding.constraints.session import (ReferenceConstraint, automaton_for,
+                                                        language_for)
+from wamdiff2_core.decoding.output import DecodeOutput, DecodeStats, finish_rows
 from wamdiff2_core.decoding.remasking import commit_mask, transfer_schedule, unsettled
 from wamdiff2_core.decoding.sampling import choose_tokens
 from wamdiff2_core.model import masks
@@ -36,31 +38,19 @@ from wamdiff2_core.model.prompt import Prompt, prepare_prompt
 from wamdiff2_core.tasks.languages import AnswerLanguage
 
 
-@dataclass
-class DecodeOutput:
-    sequences: list[list[int]]            # answer ids per row, end-of-answer excluded
-    finished: list[bool]                  # row produced an end-of-answer token
-    stats: DecodeStats = field(default_factory=DecodeStats)
-
-
 def _ms(t0: float) -> float:
     return (time.perf_counter() - t0) * 1e3
 
 
-def finish_rows(raw: torch.Tensor, eoa: int, stats: DecodeStats) -> DecodeOutput:
-    """Cut each row of generated ids (B, N) at its first end-of-answer token."""
-    seqs, done = [], []
-    for row in raw.tolist():
-        if eoa in row:
-            cut = row.index(eoa)
-            seqs.append(row[:cut])
-            stats.tokens += cut + 1
-            done.append(True)
-        else:
-            seqs.append(row)
-            stats.tokens += len(row)
-            done.append(False)
-    return DecodeOutput(seqs, done, stats)
+def _constraint(model: Wamdiff2Model, cfg: DecodeConfig, language: AnswerLanguage | None,
+                automaton: DeviceAutomaton | None, rows: int) -> ReferenceConstraint | None:
+    """The bookkeeping of a constrained decode (None when unconstrained): ``automaton`` when
+    the caller has it compiled, else ``language`` compiled now."""
+    language = language_for(cfg, automaton.language if automaton else language)
+    if language is None:
+        return None
+    auto = automaton or automaton_for(model, language, cfg.max_new_tokens)
+    return ReferenceConstraint.for_model(model, auto, cfg, rows)
 
 
 class _Context:
@@ -104,12 +94,12 @@ class _Context:
 
 @torch.no_grad()
 def diffusion_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = DecodeConfig(),
-                     use_cache: bool = True, language: AnswerLanguage | None = None
-                     ) -> DecodeOutput:
-    """Block-diffusion decode of an encoded prompt batch; with ``cfg.constrained`` every
-    answer is a word of ``language`` (``decoding.constraints``)."""
+                     use_cache: bool = True, language: AnswerLanguage | None = None,
+                     automaton: DeviceAutomaton | None = None) -> DecodeOutput:
+    """Block-diffusion decode of an encoded prompt batch; with ``language`` (or its compiled
+    ``automaton``) every answer is a word of it unless ``cfg.constrained`` is False
+    (``decoding.constraints``)."""
     cfg = resolve_decode(cfg, model.fields)
-    language = language_for(cfg, language)
     bsz = cfg.block_size or model.fields.block_size
     schedule = transfer_schedule(bsz, cfg.steps_per_block or bsz)
     mask_id, eoa = model.fields.mask_token_id, model.fields.eoa_token_id
@@ -119,7 +109,7 @@ def diffusion_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = Deco
     t0 = time.perf_counter()
     prompt = prepare_prompt(model, batch, bsz)
     ctx = _Context(model, prompt, use_cache)
-    cons = language and ReferenceConstraint.for_model(model, language, cfg, prompt.batch)
+    cons = _constraint(model, cfg, language, automaton, prompt.batch)
     shift, carry = model.fields.shift, ctx.last_logits     # carry: the shifted model's (B, 1, V)
     stats.prefill_ms = _ms(t0)
 
@@ -169,12 +159,12 @@ def diffusion_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = Deco
 
 @torch.no_grad()
 def ar_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = DecodeConfig(),
-              use_cache: bool = True, language: AnswerLanguage | None = None
-              ) -> DecodeOutput:
-    """Token-by-token decode of a next-token (block size 1) model; with ``cfg.constrained``
-    each token is the best one that keeps the answer a word of ``language``."""
+              use_cache: bool = True, language: AnswerLanguage | None = None,
+              automaton: DeviceAutomaton | None = None) -> DecodeOutput:
+    """Token-by-token decode of a next-token (block size 1) model; with ``language`` (or its
+    compiled ``automaton``) each token is the best one that keeps the answer a word of it,
+    unless ``cfg.constrained`` is False."""
     cfg = resolve_decode(cfg, model.fields)
-    language = language_for(cfg, language)
     mask_id, eoa = model.fields.mask_token_id, model.fields.eoa_token_id
     gen = torch.Generator(device=model.device).manual_seed(cfg.seed)
     stats = DecodeStats(batch=batch["input_ids"].shape[0])
@@ -182,7 +172,7 @@ def ar_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = DecodeConfi
     t0 = time.perf_counter()
     prompt = prepare_prompt(model, batch, 1)
     ctx = _Context(model, prompt, use_cache)
-    cons = language and ReferenceConstraint.for_model(model, language, cfg, prompt.batch)
+    cons = _constraint(model, cfg, language, automaton, prompt.batch)
     done = torch.zeros(prompt.batch, dtype=torch.bool, device=model.device)
 
     def choose(logits: torch.Tensor, j: int) -> torch.Tensor:               # (B, 1)
@@ -211,11 +201,10 @@ def ar_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = DecodeConfi
     return finish_rows(torch.cat(out, -1), eoa, stats)
 
 
-DECODERS = {"diffusion": diffusion_decode, "ar": ar_decode}
-
-
 def decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = DecodeConfig(),
-           use_cache: bool = True, language: AnswerLanguage | None = None) -> DecodeOutput:
-    """Decode with the paradigm the checkpoint was trained for (``language``: the answer's
-    language, enforced when ``cfg.constrained``)."""
-    return DECODERS[model.fields.paradigm](model, batch, cfg, use_cache, language)
+           use_cache: bool = True, language: AnswerLanguage | None = None,
+           automaton: DeviceAutomaton | None = None) -> DecodeOutput:
+    """Decode with the paradigm the checkpoint was trained for (``language`` or its compiled
+    ``automaton``: the answers' language, enforced unless ``cfg.constrained`` is False)."""
+    decoder = ar_decode if model.fields.paradigm == "ar" else diffusion_decode
+    return decoder(model, batch, cfg, use_cache, language, automaton)

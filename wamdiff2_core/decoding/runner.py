@@ -1,71 +1,27 @@
-"""The device side of fast decoding for one model (nano-vllm style: one owner, in order:
+"""The device side of fast decoding for one model (nano-vllm's model runner: in order,
 resolve mode and attention backend -> prefill -> allocate the static cache -> warm up and
 capture the step graphs -> replay).
 
 ``FastRunner`` holds what every fast decoder of a model shares: the compact text forward,
-the execution mode, the attention backend choice, the graph memory pool, and the per-bucket
+the execution mode, the attention backend choice, the graph memory pool, and the per-shape
 states (static cache + buffers + compiled/captured steps), built once per
-(kind, batch bucket, block size, ...) and reused across calls. ``runner_for(model, cfg)``
-returns the runner of a model, creating it on first use.
+(kind, batch bucket, block size, ...) and reused across calls. Its owner is a
+``engine.DecodingEngine``, which serialises the calls that use it.
 """
 from __future__ import annotations
 
-import threading
 import time
 import warnings
-import weakref
-from dataclasses import dataclass
 
 import torch
 
 from wamdiff2_core.decoding.attention import ATTENTION_BACKENDS, resolve_attention
+from wamdiff2_core.decoding.config import FastConfig
 from wamdiff2_core.decoding.graphs import COMPILED_MODES, GRAPH_MODES, new_pool, resolve_mode
 from wamdiff2_core.decoding.static_cache import round_up
 from wamdiff2_core.decoding.static_model import StaticTextModel
 from wamdiff2_core.model.modeling import Wamdiff2Model, new_cache
 from wamdiff2_core.model.prompt import Prompt
-
-
-@dataclass(frozen=True)
-class FastConfig:
-    """How the fast decoders run (the tokens never depend on it).
-
-    mode: "auto" (CUDA graphs on a GPU, eager on a CPU) | "eager" | "compile" | "graphs" |
-        "compile-graphs" (compiled, then captured; GPU).
-    attention: "auto" (FlashInfer where installed on a GPU with a bf16/fp16 model, outside
-        "compile" mode; else SDPA) | "sdpa" | "flashinfer".
-    enforce_eager: debugging switch, overrides ``mode``.
-    sync_every: denoising steps (AR: tokens) between two host checks of the done flags;
-        None: 1 on a CPU (a check costs nothing there), 2 on a GPU.
-    batch_buckets: batch sizes that states are built for (a batch is padded up to the next
-        one; beyond the last, to the next multiple of it).
-    pad_batch: pad batches up to their bucket; None: in every mode but "eager"
-        (eager has no shapes to reuse).
-    flashinfer_backend: FlashInfer's own kernel choice ("auto": FA3 on Hopper, else FA2).
-    min_len / len_multiple: the static cache holds at least ``min_len`` slots per row and is
-        rounded up to a multiple of ``len_multiple``; a longer request rebuilds the state.
-    fuse_commit: commit a finished block in the first denoising step of the next one (one
-        forward of both blocks) instead of a separate commit pass: one forward fewer per
-        block, the same tokens. False: the reference's separate commit pass.
-    """
-    mode: str = "auto"
-    attention: str = "auto"
-    enforce_eager: bool = False
-    sync_every: int | None = None
-    batch_buckets: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
-    pad_batch: bool | None = None
-    flashinfer_backend: str = "auto"
-    min_len: int = 0
-    len_multiple: int = 128
-    fuse_commit: bool = True
-
-    def __post_init__(self):
-        if self.sync_every is not None and self.sync_every < 1:
-            raise ValueError(f"sync_every must be >= 1, got {self.sync_every}")
-        if not self.batch_buckets or sorted(self.batch_buckets) != list(self.batch_buckets):
-            raise ValueError("batch_buckets must be a non-empty increasing tuple")
-        if self.len_multiple < 1:
-            raise ValueError(f"len_multiple must be >= 1, got {self.len_multiple}")
 
 
 def sync(device: torch.device) -> None:
@@ -93,9 +49,6 @@ class FastRunner:
         self.pool = new_pool(self.mode)
         self.states: dict[tuple, object] = {}
         self.build_s = 0.0                 # time spent building states (compile / capture)
-        # States hold one call's buffers: calls from several threads (planners sharing
-        # weights) take turns.
-        self.lock = threading.Lock()
 
     def no_autograd(self):
         """The context a decode runs in: inference mode in eager mode (less per-op overhead;
@@ -175,14 +128,3 @@ class FastRunner:
         """(rows,) long prompt lengths on the device; padding rows have length 0."""
         return torch.tensor(lengths + [0] * (rows - len(lengths)), dtype=torch.long,
                             device=self.device)
-
-
-_RUNNERS: "weakref.WeakKeyDictionary[Wamdiff2Model, dict]" = weakref.WeakKeyDictionary()
-
-
-def runner_for(model: Wamdiff2Model, cfg: FastConfig = FastConfig()) -> FastRunner:
-    """The runner of ``model`` for ``cfg`` (created on first use, then reused)."""
-    per_model = _RUNNERS.setdefault(model, {})
-    if cfg not in per_model:
-        per_model[cfg] = FastRunner(model, cfg)
-    return per_model[cfg]

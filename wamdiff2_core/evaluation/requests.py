@@ -47,7 +47,7 @@ def ask(planner: Any, record: Mapping) -> Ask:
                                   velocity=state["velocity"],
                                   acceleration=state["acceleration"],
                                   position=state["position"])
-        return Ask(task, planner.planning_prompt(observation), planner.planning_decode,
+        return Ask(task, planner.planning_prompt(observation), planner.plan_decode,
                    planner.plan_language)
     if task == "detection":
         return Ask(task, tasks.detection_prompt(), planner.detection_decode,
@@ -59,7 +59,7 @@ def ask(planner: Any, record: Mapping) -> Ask:
         language = tasks.qa_language() if planner.decode.constrained else None
         return Ask(task, tasks.qa_prompt(question), planner.decode, language)
     task = task if isinstance(task, str) else tasks.record_task(record)
-    decode = {"planning": planner.planning_decode,
+    decode = {"planning": planner.plan_decode,
               "detection": planner.detection_decode}.get(task, planner.decode)
     return Ask(task, prompt, decode, None)
 

@@ -120,11 +120,11 @@ def _load(args):
 def _latency_modes(text: str | None, model, fast) -> list[str]:
     """The modes of the latency table (default: eager and the resolved --mode), each checked
     against the device."""
+    from wamdiff2_core.decoding.engine import DecodingEngine
     from wamdiff2_core.decoding.graphs import resolve_mode
-    from wamdiff2_core.decoding.runner import runner_for
 
     try:
-        resolved = runner_for(model, fast).mode
+        resolved = DecodingEngine(model, "fast", fast).runner.mode    # checks the device
         modes = text.split(",") if text else ["eager", resolved]
         return list(dict.fromkeys(resolve_mode(m, model.device) for m in modes))
     except ValueError as exc:
@@ -149,7 +149,7 @@ def run_bench_decode(args) -> int:
                                                  latency_report, run_benchmark,
                                                  synthetic_samples)
     from wamdiff2_core.apps.bench.report import format_report
-    from wamdiff2_core.decoding.runner import FastConfig
+    from wamdiff2_core.decoding.config import FastConfig
 
     if args.batch < 1 or (args.samples is not None and args.samples < 1) or \
             args.latency_reps < 1 or args.repeats < 1:

@@ -13,16 +13,14 @@ import json
 import statistics
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from wamdiff2_core import tasks
 from wamdiff2_core.apps.bench.latency import forward_latency
-from wamdiff2_core.decoding.config import DecodeConfig
-from wamdiff2_core.decoding.fast import fast_decode
-from wamdiff2_core.decoding.reference import decode as reference_decode
-from wamdiff2_core.decoding.runner import FastConfig, runner_for
+from wamdiff2_core.decoding.config import DecodeConfig, FastConfig
+from wamdiff2_core.decoding.engine import DecodingEngine
 from wamdiff2_core.evaluation.l2 import l2_horizons, l2_per_waypoint
 from wamdiff2_core.model.modeling import Wamdiff2Model
 
@@ -154,16 +152,12 @@ class DecoderResult:
         return d
 
 
-Decoder = Callable[..., object]        # (Wamdiff2Model, dict, DecodeConfig, language=...)
-
-
 @dataclass
 class DecoderSpec:
-    """One decoder of the comparison: a decode function, its model, settings and the
+    """One decoder of the comparison: the engine that decodes, its settings and the
     answers' language (enforced unless ``cfg.constrained`` is False)."""
     name: str
-    fn: Decoder
-    model: Wamdiff2Model
+    engine: DecodingEngine
     cfg: DecodeConfig
     language: tasks.AnswerLanguage | None = None
 
@@ -175,18 +169,18 @@ def run_decoders(specs: Sequence[DecoderSpec], samples: Sequence[Sample], batch:
     graphs). The decoders take turns on each batch, so a machine whose load drifts during
     the run slows them alike."""
     batches = [samples[i:i + batch] for i in range(0, len(samples), batch)]
-    encoded = {sp.name: [sp.model.processor.encode_prompts([s.prompt for s in b],
-                                                           [s.images for s in b])
+    encoded = {sp.name: [sp.engine.model.processor.encode_prompts([s.prompt for s in b],
+                                                                  [s.images for s in b])
                          for b in batches] for sp in specs}
     for sp in specs:
-        sp.fn(sp.model, encoded[sp.name][0], sp.cfg, language=sp.language)
+        sp.engine.warmup(encoded[sp.name][0], sp.cfg, sp.language)
     results = {sp.name: DecoderResult(sp.name) for sp in specs}
     for r in range(repeats):
         for res in results.values():
             res.passes.append([0, 0.0])
         for i in range(len(batches)):
             for sp in specs:
-                out = sp.fn(sp.model, encoded[sp.name][i], sp.cfg, language=sp.language)
+                out = sp.engine.decode(encoded[sp.name][i], sp.cfg, sp.language)
                 res, st = results[sp.name], out.stats
                 res.passes[-1][0] += st.tokens
                 res.passes[-1][1] += st.decode_ms
@@ -195,8 +189,9 @@ def run_decoders(specs: Sequence[DecoderSpec], samples: Sequence[Sample], batch:
                 res.blocks += st.blocks
                 res.calls += 1
                 if r == repeats - 1:
+                    decode_answer = sp.engine.model.processor.decode_answer
                     res.sequences += out.sequences
-                    res.texts += [sp.model.processor.decode_answer(q) for q in out.sequences]
+                    res.texts += [decode_answer(q) for q in out.sequences]
     for res in results.values():
         res.l2 = planning_l2(res.texts, samples)
     return results
@@ -260,20 +255,17 @@ CONSTRAINED_SUFFIX = "_constrained"        # the constrained setting's decoders'
 TARGETS = {"fast_vs_ar": 3.0, "fast_vs_reference": 1.5, "l2_fast_vs_ar": 1.05}
 
 
-def _decoders(model: Wamdiff2Model, ar_model: Wamdiff2Model, cfg: DecodeConfig,
-              fast: FastConfig, constrained: bool) -> list[DecoderSpec]:
-    """The three decoders of one setting (constrained: the planning language enforced)."""
+def _decoders(engines: dict[str, DecodingEngine], cfg: DecodeConfig,
+              constrained: bool) -> list[DecoderSpec]:
+    """The three decoders of one setting (constrained: the planning language enforced), on
+    the engines of ``DECODER_NAMES``."""
     language = tasks.planning_language()
     cfg = replace(cfg, constrained=constrained)
     ar_cfg = DecodeConfig(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
                           seed=cfg.seed, constrained=constrained)
     suffix = CONSTRAINED_SUFFIX if constrained else ""
-
-    def fast_fn(m, b, c, language=None):
-        return fast_decode(m, b, c, fast, language=language)
-    return [DecoderSpec("ar_optimised" + suffix, fast_fn, ar_model, ar_cfg, language),
-            DecoderSpec("diffusion_reference" + suffix, reference_decode, model, cfg, language),
-            DecoderSpec("diffusion_fast" + suffix, fast_fn, model, cfg, language)]
+    return [DecoderSpec(name + suffix, engines[name], ar_cfg if name == "ar_optimised" else cfg,
+                        language) for name in DECODER_NAMES]
 
 
 def _comparison(runs: dict[str, DecoderResult], suffix: str, samples: Sequence[Sample],
@@ -318,12 +310,13 @@ def constraint_settings(cfg: DecodeConfig) -> tuple[bool, ...]:
 
 def latency_report(model: Wamdiff2Model, sample: Sample, batch: int, cfg: DecodeConfig,
                    fast: FastConfig = FastConfig(), latency_modes: Sequence[str] = ("eager",),
-                   latency_reps: int = 20) -> dict:
+                   latency_reps: int = 20, engine: DecodingEngine | None = None) -> dict:
     """The benchmark's description of the set-up and its per-forward latency table alone
     (no decodes: ``bench decode --latency-only``), the constrained rows when
-    ``constraint_settings(cfg)`` holds the constrained setting."""
+    ``constraint_settings(cfg)`` holds the constrained setting. ``engine``: the fast engine
+    of ``model`` whose resolved settings are reported (default: one built here)."""
     settings = constraint_settings(cfg)
-    runner = runner_for(model, fast)
+    runner = (engine or DecodingEngine(model, "fast", fast)).runner
     block = cfg.block_size or model.fields.block_size
     language = tasks.planning_language() if True in settings else None
     latency = {mode: forward_latency(model, sample, batch, block,
@@ -354,11 +347,15 @@ def run_benchmark(model: Wamdiff2Model, ar_model: Wamdiff2Model, samples: Sequen
     all six taking turns on every batch. The top-level ratios are the first setting's; with
     both, ``constrained`` holds the constrained setting's."""
     settings = constraint_settings(cfg)
-    specs = [sp for c in settings for sp in _decoders(model, ar_model, cfg, fast, c)]
+    engines = {"ar_optimised": DecodingEngine(ar_model, "fast", fast),
+               "diffusion_reference": DecodingEngine(model, "reference"),
+               "diffusion_fast": DecodingEngine(model, "fast", fast)}
+    specs = [sp for c in settings for sp in _decoders(engines, cfg, c)]
     runs = run_decoders(specs, samples, batch, repeats)
     primary = CONSTRAINED_SUFFIX if settings[0] else ""
     report = {
-        **latency_report(model, samples[0], batch, cfg, fast, latency_modes, latency_reps),
+        **latency_report(model, samples[0], batch, cfg, fast, latency_modes, latency_reps,
+                         engines["diffusion_fast"]),
         "trained": trained, "samples": len(samples), "repeats": repeats,
         "decoders": {n: r.to_dict() for n, r in runs.items()},
         **_comparison(runs, primary, samples, ar_is_teacher),

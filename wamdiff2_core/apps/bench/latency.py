@@ -8,9 +8,9 @@ from typing import Callable
 
 import torch
 
-from wamdiff2_core.decoding.config import DecodeConfig, resolve_decode
-from wamdiff2_core.decoding.fast import fast_decode
-from wamdiff2_core.decoding.runner import FastConfig, runner_for, sync
+from wamdiff2_core.decoding.config import DecodeConfig, FastConfig, resolve_decode
+from wamdiff2_core.decoding.engine import DecodingEngine
+from wamdiff2_core.decoding.runner import sync
 from wamdiff2_core.model.modeling import Wamdiff2Model
 from wamdiff2_core.tasks.languages import AnswerLanguage
 
@@ -32,10 +32,10 @@ def forward_latency(model: Wamdiff2Model, sample, batch: int, block: int,
     cfg = DecodeConfig(block_size=block, max_new_tokens=2 * block, constrained=False)
 
     def state(fuse: bool, cfg=cfg, language=None):            # built and filled by a decode
-        f = replace(fast, fuse_commit=fuse)
+        engine = DecodingEngine(diff, "fast", replace(fast, fuse_commit=fuse))
         cfg = resolve_decode(cfg, diff.fields)                 # the rule the state is keyed by
-        fast_decode(diff, enc, cfg, f, language=language)
-        runner = runner_for(diff, f)
+        engine.decode(enc, cfg, language)
+        runner = engine.runner
         key = ("diffusion", runner.bucket(batch), block, cfg.commit_rule, True, fuse) + \
             ((language,) if language else ())
         return runner.states[key], runner.device
@@ -48,8 +48,9 @@ def forward_latency(model: Wamdiff2Model, sample, batch: int, block: int,
     unfused, dev = state(False)
     out["commit"] = _time(unfused.commit, reps, dev)
     ar = model.with_fields(paradigm="ar", block_size=1)
-    fast_decode(ar, enc, DecodeConfig(max_new_tokens=reps + 2, constrained=False), fast)
-    runner = runner_for(ar, fast)
+    engine = DecodingEngine(ar, "fast", fast)
+    engine.decode(enc, DecodeConfig(max_new_tokens=reps + 2, constrained=False))
+    runner = engine.runner
     st = runner.states[("ar", runner.bucket(batch), True)]
     n = [int(x) for x in st.base.tolist()]
 

@@ -7,13 +7,11 @@ token's mask (xgrammar and llguidance give masks per parser state, with no autom
 out). Tokens are given to it as the bytes they decode to; special tokens (the mask, the
 end-of-answer, the chat and vision markers) are never part of an answer's text.
 
-Compiling is cached per (tokenizer, language): the waypoint language builds in ~1 ms over
-the project BPE and in ~0.3 s over the 151,669-token Qwen vocabulary.
+The waypoint language builds in ~1 ms over the project BPE and in ~0.3 s over the
+151,669-token Qwen vocabulary, so a decoder's owner keeps what it compiled
+(``engine.DecodingEngine.automaton``).
 """
 from __future__ import annotations
-
-import threading
-import weakref
 
 from wamdiff2_core.decoding.constraints.automaton import LanguageError, TokenAutomaton
 from wamdiff2_core.tasks.languages import AnswerLanguage
@@ -81,15 +79,10 @@ def compile_tokens(language: AnswerLanguage, pieces: dict[int, bytes],
                                 index.get_transitions(), eoa)
 
 
-_CACHE: "weakref.WeakKeyDictionary[object, dict]" = weakref.WeakKeyDictionary()
-_LOCK = threading.Lock()
-
-
 def compile_language(language: AnswerLanguage, tokenizer, eoa: int) -> TokenAutomaton:
-    """The token automaton of ``language`` over ``tokenizer`` (compiled once, then cached
-    per tokenizer object)."""
-    with _LOCK:
-        per_tok = _CACHE.setdefault(tokenizer, {})
-        if language not in per_tok:
-            per_tok[language] = compile_tokens(language, token_bytes(tokenizer), eoa)
-        return per_tok[language]
+    """The token automaton of ``language`` over ``tokenizer`` (compiled on every call).
+
+    Raises:
+        LanguageError: as ``compile_tokens``.
+    """
+    return compile_tokens(language, token_bytes(tokenizer), eoa)

@@ -1,8 +1,8 @@
 """What a decode call keeps while it constrains its answers: the automaton on the model's
 device, each row's entry set for the next block, and the token budget.
 
-``automaton_for`` compiles (once per tokenizer and language) and checks the budget up
-front. ``ReferenceConstraint`` is the reference decoder's plain bookkeeping;
+``device_automaton`` compiles a language for a model, ``check_budget`` checks a token
+budget against it (``automaton_for`` does both, for a caller without an engine). ``ReferenceConstraint`` is the reference decoder's plain bookkeeping;
 ``FastConstraint`` holds the fast decoder's preallocated buffers, written in place by
 steps that may be compiled or captured as CUDA graphs.
 """
@@ -22,19 +22,34 @@ def vocab_size(model) -> int:
     return model.hf.get_output_embeddings().weight.shape[0]
 
 
-def automaton_for(model, language: AnswerLanguage, max_new_tokens: int) -> DeviceAutomaton:
-    """The device automaton of ``language`` for ``model``'s tokenizer.
+def device_automaton(model, language: AnswerLanguage) -> DeviceAutomaton:
+    """The automaton of ``language`` over ``model``'s tokenizer, on the model's device.
 
     Raises:
-        LanguageError: the language cannot be written with the tokenizer, or its shortest
-            answer needs more than ``max_new_tokens`` tokens.
+        LanguageError: the language cannot be written with the tokenizer.
     """
     host = compile_language(language, model.processor.tokenizer, model.fields.eoa_token_id)
-    if host.min_tokens > max_new_tokens:
-        raise LanguageError(f"the shortest {language.name} answer takes {host.min_tokens} "
-                            f"tokens (end of answer included) but max_new_tokens is "
-                            f"{max_new_tokens}")
     return host.on_device(model.device, vocab_size(model))
+
+
+def check_budget(auto: DeviceAutomaton, max_new_tokens: int) -> None:
+    """LanguageError unless the shortest answer of ``auto``'s language fits in
+    ``max_new_tokens`` tokens (end of answer included)."""
+    if auto.min_tokens > max_new_tokens:
+        raise LanguageError(f"the shortest {auto.language.name} answer takes "
+                            f"{auto.min_tokens} tokens (end of answer included) but "
+                            f"max_new_tokens is {max_new_tokens}")
+
+
+def automaton_for(model, language: AnswerLanguage, max_new_tokens: int) -> DeviceAutomaton:
+    """``device_automaton`` with its budget checked (compiled on every call).
+
+    Raises:
+        LanguageError: as ``device_automaton`` and ``check_budget``.
+    """
+    auto = device_automaton(model, language)
+    check_budget(auto, max_new_tokens)
+    return auto
 
 
 def language_for(cfg: DecodeConfig, language: AnswerLanguage | None) -> AnswerLanguage | None:
@@ -62,10 +77,9 @@ class ReferenceConstraint:
         self.ok = None
 
     @classmethod
-    def for_model(cls, model, language: AnswerLanguage, cfg: DecodeConfig, rows: int
+    def for_model(cls, model, auto: DeviceAutomaton, cfg: DecodeConfig, rows: int
                   ) -> "ReferenceConstraint":
-        return cls(automaton_for(model, language, cfg.max_new_tokens),
-                   model.fields.mask_token_id, model.fields.eoa_token_id, cfg, rows)
+        return cls(auto, model.fields.mask_token_id, model.fields.eoa_token_id, cfg, rows)
 
     def begin_block(self, offset: int, block: int) -> None:
         self.ok = sets.budget_ok(self.auto, offset, block, self.cfg.max_new_tokens)
@@ -150,5 +164,5 @@ class FastConstraint:
         return x
 
 
-__all__ = ["LanguageError", "automaton_for", "language_for", "ReferenceConstraint",
-           "FastConstraint"]
+__all__ = ["LanguageError", "automaton_for", "check_budget", "device_automaton",
+           "language_for", "ReferenceConstraint", "FastConstraint"]
