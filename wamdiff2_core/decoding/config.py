@@ -82,10 +82,6 @@ class DecodeConfig:
         return f"{rule}{threshold}, steps: {steps}, block size: {block}"
 
 
-#: Nothing chosen (importable until the ROS node's committed parameters stop naming it).
-DEFAULT_DECODE = DecodeConfig()
-
-
 def rule_chosen(decode: DecodeConfig) -> bool:
     """Whether ``decode`` sets a commit rule, threshold or step budget (any of them not None):
     the caller's choice, which a checkpoint's recommendation does not replace."""
