@@ -3,13 +3,15 @@ falls back to the most confident candidate and says so."""
 import math
 
 import numpy as np
+import pytest
 
 from wamdiff2_core.candidates import (FEATURES, Candidate, CandidateSet, ScoringContext,
                                       feature_matrix)
-from wamdiff2_core.candidates.decode import decode_candidates, parse_candidate
-from wamdiff2_core.candidates.config import Row
+from wamdiff2_core.candidates.config import CandidateConfigError, Row
+from wamdiff2_core.candidates.decode import by_temperature, decode_candidates, parse_candidate
 from wamdiff2_core.candidates.features import kinematics
-from wamdiff2_core.candidates.scorers import SCORERS, select
+from wamdiff2_core.candidates.scorers import SCORERS, make_scorer, select
+from wamdiff2_core.decoding.config import DecodeStats
 from wamdiff2_core.tasks import format_waypoints
 
 T = np.arange(1, 9) * 0.5
@@ -92,14 +94,25 @@ def test_an_unparsed_candidate_is_never_chosen():
 def test_decode_candidates_groups_rows_by_temperature_and_keeps_bad_answers():
     calls = []
 
-    def decode_rows(prompts, images, temperature):
+    def decode_at(prompts, images, temperature):
         calls.append((tuple(prompts), temperature))
         text = "oops" if temperature else format_waypoints(straight(10.0))
-        return [text] * len(prompts), [(0.9,)] * len(prompts)
+        return [text] * len(prompts), [(0.9,)] * len(prompts), DecodeStats(tokens=10)
 
-    rows = (Row("left", 0.0), Row("right", 0.0), Row("left", 0.7))
-    cset = decode_candidates(decode_rows, lambda c: f"go {c}", ["img"], rows)
+    rows = (Row("left", 0.0), Row("left", 0.7), Row("right", 0.0))
+    cset = decode_candidates(by_temperature(decode_at), lambda c: f"go {c}", ["img"], rows)
     assert calls == [(("go left", "go right"), 0.0), (("go left",), 0.7)]
-    assert [c.valid for c in cset.candidates] == [True, True, False]
-    assert cset.candidates[1].command == "right" and cset.candidates[2].error
+    assert [c.valid for c in cset.candidates] == [True, False, True]
+    assert cset.candidates[2].command == "right" and cset.candidates[1].error
+    assert cset.stats.tokens == 20 and cset.stats.batch == 3
     assert parse_candidate("1,2", Row("left", 0.0)).error
+
+
+def test_scorers_are_built_or_refused_with_the_reason(tmp_path):
+    assert make_scorer("rules") is SCORERS["rules"]
+    with pytest.raises(CandidateConfigError, match="needs a weights file"):
+        make_scorer("learned")
+    with pytest.raises(CandidateConfigError, match="cannot read"):
+        make_scorer("learned", tmp_path / "none.json")
+    with pytest.raises(CandidateConfigError, match="unknown candidate scorer 'oracle'"):
+        make_scorer("oracle")

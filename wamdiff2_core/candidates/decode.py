@@ -2,36 +2,58 @@
 decode, the answers parsed.
 
 The decode itself is the caller's (the planner's engine): ``decode_rows(prompts, images,
-temperature)`` returns each row's answer text and per-token confidences. Rows that share a
-temperature go into one call, so a plan of a greedy row 0 and K - 1 rows sampled at one
-temperature is one call per temperature.
+temperatures)`` decodes one batch, row i at ``temperatures[i]`` (0: greedy), and returns
+each row's answer text, per-token confidences and the batch's ``DecodeStats``. A decoder
+that takes one temperature per call groups the rows itself (``by_temperature``).
 """
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Callable, Sequence
 
 from wamdiff2_core import tasks
 from wamdiff2_core.candidates.config import Row
 from wamdiff2_core.candidates.sets import Candidate, CandidateSet
+from wamdiff2_core.decoding.config import DecodeStats
 
-#: (prompts, image lists, temperature) -> (answer texts, per-token confidences) per row.
-DecodeRows = Callable[[list[str], list[list], float],
-                      tuple[list[str], list[Sequence[float]]]]
+Decoded = tuple[list[str], list[Sequence[float]], DecodeStats]
+#: (prompts, image lists, temperature per row) -> texts, confidences per row, stats.
+DecodeRows = Callable[[list[str], list[list], list[float]], Decoded]
+#: (prompts, image lists, one temperature) -> the same.
+DecodeAt = Callable[[list[str], list[list], float], Decoded]
+
+
+def by_temperature(decode_at: DecodeAt) -> DecodeRows:
+    """``DecodeRows`` from a decoder of one temperature per call: one call per distinct
+    temperature (first-seen order), rows put back in place, statistics added up."""
+    def decode_rows(prompts: list[str], images: list[list], temperatures: list[float]
+                    ) -> Decoded:
+        texts: list = [None] * len(prompts)
+        confidences: list = [()] * len(prompts)
+        total = DecodeStats(batch=len(prompts))
+        for temperature in dict.fromkeys(temperatures):
+            index = [i for i, t in enumerate(temperatures) if t == temperature]
+            out_texts, out_conf, stats = decode_at([prompts[i] for i in index],
+                                                   [images[i] for i in index], temperature)
+            for i, text, conf in zip(index, out_texts, out_conf):
+                texts[i], confidences[i] = text, conf
+            for f in fields(DecodeStats):
+                if f.name != "batch":
+                    setattr(total, f.name, getattr(total, f.name) + getattr(stats, f.name))
+        return texts, confidences, total
+    return decode_rows
 
 
 def decode_candidates(decode_rows: DecodeRows, prompt_for: Callable[[str], str],
                       images: list, rows: Sequence[Row]) -> CandidateSet:
-    """The candidates of ``rows`` (``config.row_plan``) for one frame's ``images``;
-    ``prompt_for(command)`` writes the frame's planning prompt stating ``command``. An
-    answer that does not parse is kept as an invalid candidate with its reason."""
-    out: list[Candidate | None] = [None] * len(rows)
-    for temperature in dict.fromkeys(r.temperature for r in rows):   # first-seen order
-        index = [i for i, r in enumerate(rows) if r.temperature == temperature]
-        prompts = [prompt_for(rows[i].command) for i in index]
-        texts, confidences = decode_rows(prompts, [images] * len(index), temperature)
-        for i, text, conf in zip(index, texts, confidences):
-            out[i] = parse_candidate(text, rows[i], conf)
-    return CandidateSet(list(out))
+    """The candidates of ``rows`` (``config.row_plan``) for one frame's ``images``, one
+    batch; ``prompt_for(command)`` writes the frame's planning prompt stating ``command``.
+    An answer that does not parse is kept as an invalid candidate with its reason."""
+    texts, confidences, stats = decode_rows([prompt_for(r.command) for r in rows],
+                                            [images] * len(rows),
+                                            [r.temperature for r in rows])
+    return CandidateSet([parse_candidate(text, row, conf)
+                         for text, row, conf in zip(texts, rows, confidences)], stats=stats)
 
 
 def parse_candidate(text: str, row: Row, confidences: Sequence[float] = ()) -> Candidate:

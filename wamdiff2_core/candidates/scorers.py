@@ -17,12 +17,14 @@ the most confident valid candidate and the selection says why.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
-from wamdiff2_core.candidates.features import (FEATURES, ScoringContext, feature_matrix)
-from wamdiff2_core.candidates.learned import LinearScorer
+from wamdiff2_core.candidates.config import SCORER_NAMES, CandidateConfigError
+from wamdiff2_core.candidates.features import FEATURES, ScoringContext, feature_matrix
+from wamdiff2_core.candidates.learned import LinearScorer, ScorerWeightsError
 from wamdiff2_core.candidates.sets import CandidateSet, Selection
 
 Scorer = Callable[[np.ndarray, CandidateSet, ScoringContext], np.ndarray]
@@ -74,6 +76,25 @@ SCORERS: dict[str, Scorer] = {
     "consensus": consensus_scores,
     "rules": rule_scores,
 }
+
+
+def make_scorer(name: str, weights: str | Path | None = None) -> Scorer:
+    """The scorer called ``name``; ``learned`` reads its weights from ``weights`` (a
+    ``candidates fit`` file). CandidateConfigError naming the reason when it cannot be
+    built (an unknown name, the learned scorer without a readable weights file)."""
+    if name == "learned":
+        if weights is None:
+            raise CandidateConfigError("the learned candidate scorer needs a weights file "
+                                       "(`wamdiff2 candidates fit`); none was given and the "
+                                       "checkpoint has none")
+        try:
+            return learned_scores(LinearScorer.load(weights))
+        except ScorerWeightsError as exc:
+            raise CandidateConfigError(str(exc)) from None
+    if name not in SCORERS:
+        raise CandidateConfigError(f"unknown candidate scorer {name!r}; use one of "
+                                   f"{', '.join(SCORER_NAMES)}")
+    return SCORERS[name]
 
 
 def select(cset: CandidateSet, context: ScoringContext, name: str,

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from wamdiff2_core.decoding.config import DecodeStats
+
 
 @dataclass(frozen=True)
 class Candidate:
@@ -67,7 +69,7 @@ class CandidateSet:
 
     candidates: list[Candidate]
     selection: Selection | None = None
-    info: dict = field(default_factory=dict)
+    stats: DecodeStats = field(default_factory=DecodeStats)     # the batch's decode cost
 
     def __len__(self) -> int:
         return len(self.candidates)

@@ -144,3 +144,19 @@ def oracle_outcomes(world: World, candidates: np.ndarray, expert_waypoints: np.n
     """The privileged outcome of each candidate of ``candidates`` (K, 8, 2)."""
     return [rollout_outcome(world, c, expert_waypoints, config)
             for c in np.asarray(candidates, np.float64)]
+
+
+def frame_oracle(world: World, expert_waypoints: np.ndarray,
+                 config: OracleConfig = OracleConfig()):
+    """The oracle of the world's current instant: candidates (K, 8, 2) -> their outcomes.
+    Called later, when the world has moved on, it raises instead of scoring another
+    instant (a planner answering after its frame: the oracle needs ``--time sync``)."""
+    stamp = world.time
+
+    def score(candidates: np.ndarray) -> list[CandidateOutcome]:
+        if world.time != stamp:
+            raise RuntimeError(f"the candidate oracle scores the world at its frame's instant "
+                               f"({stamp:g} s), and it is now {world.time:g} s: it needs a "
+                               f"planner answering at once (--time sync)")
+        return oracle_outcomes(world, candidates, expert_waypoints, config)
+    return score

@@ -22,6 +22,7 @@ from wamdiff2_core.evaluation.closed_loop_report import distribution
 from wamdiff2_core.evaluation.pdms import EpisodeLog, EpisodeScore, ScoreConfig, score_episode
 from wamdiff2_core.geometry import map_to_ego, wrap_angle
 from wamdiff2_core.sim.camera import CameraRig, as_rig
+from wamdiff2_core.sim.candidate_oracle import frame_oracle
 from wamdiff2_core.sim.controller import ControllerConfig, TrackingController
 from wamdiff2_core.sim.generator import episode_seed
 from wamdiff2_core.sim.latency import parse_latency_model
@@ -276,7 +277,8 @@ def capture_frame(world: World, renderer: CameraRenderer, config: ClosedLoopConf
         images=images, command=command,
         velocity=(float(velocity[0]), float(velocity[1])),
         acceleration=(float(acceleration[0]), float(acceleration[1])),
-        stamp=world.time, expert_waypoints=expert_waypoints)
+        stamp=world.time, expert_waypoints=expert_waypoints,
+        oracle=frame_oracle(world, expert_waypoints))
     return CameraFrame(world.time, image, observation, ego.xy, ego.yaw)
 
 

@@ -36,6 +36,9 @@ class SimObservation(Observation):
     [(H, W, 3) uint8]; ``stamp``: simulation time in seconds)."""
 
     expert_waypoints: np.ndarray | None = None           # privileged: expert planner only
+    # privileged: candidates (K, 8, 2) -> their outcomes (sim.candidate_oracle); read only
+    # by the closed loop's oracle choice, never handed to a planner
+    oracle: Callable[[np.ndarray], list] | None = None
 
 
 def expert_planner() -> PlannerFn:
