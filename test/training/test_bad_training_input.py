@@ -150,8 +150,8 @@ def test_a_model_that_makes_the_loss_nan_stops_without_saving(toy_data, tmp_path
 
     poisoned = tmp_path / "poisoned"
     model = Wamdiff2Model.from_preset("tiny", paradigm="diffusion", block_size=4, seed=0)
-    with torch.no_grad():
-        next(model.hf.parameters()).fill_(float("nan"))
+    with torch.no_grad():      # finite weights (a NaN one is refused at load) that overflow
+        next(model.hf.parameters()).fill_(3e38)
     model.save_pretrained(poisoned)
     out = tmp_path / "out"
     code = main(train_argv(toy_data, out, f"model.init={poisoned}", "output.save_every=1"))
@@ -160,3 +160,22 @@ def test_a_model_that_makes_the_loss_nan_stops_without_saving(toy_data, tmp_path
     assert not (out / "final").exists() and not (out / "checkpoints").exists()
     assert json.loads((poisoned / "config.json").read_text())     # the input is untouched
     assert_trains(toy_data, tmp_path / "good", capsys)
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["train.strategy=none", "train.micro_batch=2"],
+     "train.strategy=none cannot train with 2 processes"),
+    (["train.global_batch=3", "train.micro_batch=1"],
+     "train.global_batch=3 is not a multiple of train.micro_batch x processes = 1 x 2"),
+])
+def test_a_setting_two_processes_cannot_run_is_one_sentence(toy_data, tmp_path, extra,
+                                                             message):
+    from torchrun import run_train
+
+    out = tmp_path / "out"
+    proc = run_train(train_argv(toy_data, out, *extra)[3:], nproc=2, check=False)
+    assert proc.returncode != 0
+    lines = [ln for ln in proc.stderr.splitlines() if "wamdiff2 train: error:" in ln]
+    assert len(lines) == 1 and message in lines[0], proc.stderr[-3000:]   # said once
+    assert "wamdiff2_core/" not in proc.stderr              # no worker's traceback
+    assert not (out / "checkpoints").exists() and not (out / "final").exists()

@@ -9,6 +9,7 @@ import pytest
 
 from wamdiff2_core.training.metrics import read_metrics
 from conftest import tiny_overrides
+from torchrun import free_port
 
 VENV_BIN = Path(sys.executable).parent
 
@@ -29,7 +30,7 @@ def test_one_and_two_processes_give_the_same_losses(tmp_path, toy_data):
     run_cli([sys.executable], tiny_overrides(toy_data, one) + common + ["train.micro_batch=2"])
     two = tmp_path / "two"
     proc = run_cli([str(VENV_BIN / "torchrun"), "--nproc_per_node", "2",
-                    "--master_port", str(29500 + os.getpid() % 1000)],
+                    "--master_addr", "127.0.0.1", "--master_port", str(free_port())],
                    tiny_overrides(toy_data, two) + common + ["train.micro_batch=2"])
     assert "2 process(es) [ddp]" in proc.stdout
     a, b = read_metrics(one), read_metrics(two)

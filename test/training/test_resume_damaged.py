@@ -1,5 +1,5 @@
-"""`train --resume` over a damaged newest checkpoint (issue 17, item 6): a truncated
-optimizer, a garbage trainer state, a missing trainer state or truncated weights fall back to
+"""`train --resume` over a damaged newest checkpoint (issue 17, item 6; sharded since issue
+44): a truncated, missing or garbled shard, a garbage or missing trainer state fall back to
 the previous complete checkpoint with a warning and continue the same loss curve; with no
 complete checkpoint left, resuming is an error, never a silent restart at step 0."""
 from __future__ import annotations
@@ -35,15 +35,22 @@ def _truncate(path, keep: int = 100) -> None:
     path.write_bytes(path.read_bytes()[:keep])
 
 
+def _garble(path) -> None:
+    path.write_bytes(b"\xff" * path.stat().st_size)      # the same size, no header
+
+
+def _shard(c):
+    return sorted((c / ckpt.SHARDS_DIR).glob("*.safetensors"))[0]
+
+
 DAMAGE = {
-    "truncated optimizer": (lambda c: _truncate(c / "optimizer.safetensors"),
-                            "optimizer state"),
+    "truncated shard": (lambda c: _truncate(_shard(c)), "bytes,"),
+    "missing shard": (lambda c: _shard(c).unlink(), "is missing"),
+    "garbled shard": (lambda c: _garble(_shard(c)), "cannot be read"),
     "garbage trainer state": (lambda c: (c / ckpt.STATE_FILE).write_bytes(b"\x00{garbage"),
                               "trainer_state.json is not valid JSON"),
     "missing trainer state": (lambda c: (c / ckpt.STATE_FILE).unlink(),
                               "it has no trainer_state.json"),
-    "truncated weights": (lambda c: _truncate(c / "model" / "model.safetensors"),
-                          "cannot load checkpoint"),
 }
 
 
@@ -60,7 +67,8 @@ def test_damaged_newest_checkpoint_falls_back_to_the_previous(finished, toy_data
     capsys.readouterr()
     assert main(argv(toy_data, run, resume=True)) == 0
     captured = capsys.readouterr()
-    warnings = [line for line in captured.err.splitlines() if line.startswith("warning:")]
+    warnings = [line for line in captured.err.splitlines()
+                if line.startswith("warning: checkpoint")]
     assert len(warnings) == 1 and str(newest) in warnings[0] and phrase in warnings[0], \
         captured.err[-2000:]
     assert "Traceback" not in captured.err

@@ -1,13 +1,16 @@
-"""Training checkpoints, written atomically and without pickle.
+"""Training checkpoints: sharded, written atomically and without pickle.
 
 ``OUT/checkpoints/step-00000120/`` holds:
 
-- ``model/``: a planner-loadable checkpoint directory (``save_pretrained``, safetensors);
-- ``optimizer.safetensors`` + ``optimizer.json``: the optimizer's tensors and the rest of its
-  state (param groups, scalar state);
+- ``shards/``: the student's parameters, the vision aux head and their AdamW state, each
+  process's slices in its own safetensors file (``sharded.py``; no gather, readable by any
+  number of processes);
+- ``model/``: the model's config.json, tokenizer and processor files (no weights):
+  ``wamdiff2 export`` turns the directory into a planner-loadable checkpoint;
 - ``rng-rank<r>.safetensors`` + ``rng-rank<r>.json``: every process's RNG states (torch,
-  numpy, python);
-- ``trainer_state.json``: step, scheduler state, the recipe; written last.
+  CUDA, numpy, python);
+- ``trainer_state.json``: step, scheduler, optimizer groups, data-loader position, the
+  recipe, every tensor's shape and every shard's size; written last.
 
 Everything is first written to ``.tmp-step-00000120`` and renamed into place, so a directory
 named ``step-*`` is always complete; a half-written ``.tmp-*`` left by a killed run is never
@@ -32,6 +35,8 @@ import numpy as np
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
+
+from wamdiff2_core.training.sharded import SHARDS_DIR, check_shards, shard_manifest
 
 STEP_DIR = re.compile(r"^step-(\d{8})$")
 STATE_FILE = "trainer_state.json"
@@ -100,36 +105,12 @@ def atomic_dir(final: Path, write) -> Path:
     return commit_dir(tmp, final)
 
 
-# --------------------------------------------------------------- optimizer state
-def optimizer_to_files(state: dict, folder: Path) -> None:
-    """Write an optimizer state_dict as safetensors (tensors) + JSON (everything else)."""
-    tensors, scalars = {}, {}
-    for idx, entry in state["state"].items():
-        for name, value in entry.items():
-            if torch.is_tensor(value):
-                tensors[f"{idx}.{name}"] = value.detach().cpu().contiguous()
-            else:
-                scalars[f"{idx}.{name}"] = value
-    save_file(tensors, str(folder / "optimizer.safetensors"))
-    (folder / "optimizer.json").write_text(json.dumps(
-        {"param_groups": state["param_groups"], "scalars": scalars}))
-
-
-def optimizer_from_files(folder: Path) -> dict:
-    meta = json.loads((folder / "optimizer.json").read_text())
-    state: dict[int, dict] = {}
-    for key, value in load_file(str(folder / "optimizer.safetensors")).items():
-        idx, name = key.split(".", 1)
-        state.setdefault(int(idx), {})[name] = value
-    for key, value in meta["scalars"].items():
-        idx, name = key.split(".", 1)
-        state.setdefault(int(idx), {})[name] = value
-    return {"state": state, "param_groups": meta["param_groups"]}
-
-
 # --------------------------------------------------------------------- RNG state
 def rng_to_files(folder: Path, rank: int) -> None:
-    save_file({"torch": torch.get_rng_state()}, str(folder / f"rng-rank{rank}.safetensors"))
+    tensors = {"torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        tensors["cuda"] = torch.cuda.get_rng_state()
+    save_file(tensors, str(folder / f"rng-rank{rank}.safetensors"))
     np_state = np.random.get_state()
     py_state = random.getstate()
     (folder / f"rng-rank{rank}.json").write_text(json.dumps({
@@ -143,11 +124,11 @@ def read_rng(folder: Path, rank: int) -> tuple | None:
     tfile = folder / f"rng-rank{rank}.safetensors"
     if not tfile.exists():
         return None
-    torch_state = load_file(str(tfile))["torch"]
+    tensors = load_file(str(tfile))
     meta = json.loads((folder / f"rng-rank{rank}.json").read_text())
     n, p = meta["numpy"], meta["python"]
-    return (torch_state, (n[0], np.array(n[1], dtype=np.uint32), *n[2:]),
-            (p[0], tuple(p[1]), p[2]))
+    return (tensors["torch"], (n[0], np.array(n[1], dtype=np.uint32), *n[2:]),
+            (p[0], tuple(p[1]), p[2]), tensors.get("cuda"))
 
 
 def set_rng(states: tuple | None) -> None:
@@ -157,6 +138,8 @@ def set_rng(states: tuple | None) -> None:
     torch.set_rng_state(states[0])
     np.random.set_state(states[1])
     random.setstate(states[2])
+    if states[3] is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state(states[3])
 
 
 def rng_from_files(folder: Path, rank: int) -> None:
@@ -200,82 +183,82 @@ def read_state(path: Path) -> dict:
 
 
 # ------------------------------------------------------------------------ resuming
+FORMAT = 2                 # trainer_state.json of a sharded checkpoint
+_STATE_KEYS = {"step": int, "scheduler": dict, "recipe": dict, "optimizer": dict,
+               "tensors": dict, "shards": dict, "data": dict}
+
+
 @dataclass(frozen=True)
 class ResumeState:
-    """Everything a resumed run takes from one checkpoint directory, read and checked."""
+    """Everything a resumed run takes from one checkpoint directory, read and checked (the
+    shards themselves are read into the run's tensors by ``sharded.load_shards``)."""
 
     path: Path
     step: int
     scheduler: dict
     recipe: dict
-    optimizer: dict            # an optimizer state_dict (tensors loaded)
+    groups: list               # the optimizer's parameter groups (``sharded.group_state``)
+    tensors: dict              # key -> global shape of every saved parameter
+    data: dict                 # the data-loader position (``GlobalOrder.position``)
+    world_size: int
     rng: tuple | None          # this process's RNG states (``read_rng``)
+
+    @property
+    def shards(self) -> Path:
+        return self.path / SHARDS_DIR
 
 
 _READ_ERRORS = (OSError, ValueError, KeyError, IndexError, TypeError, SafetensorError)
 
 
 def read_resume_state(path: Path, rank: int = 0) -> ResumeState:
-    """Read trainer state, optimizer state and RNG states of checkpoint ``path`` whole.
+    """Read and check the trainer state, the shards' files and the RNG states of checkpoint
+    ``path``.
 
-    Raises CheckpointDamaged naming the first file that is missing, truncated or not what
-    it should hold (the model directory is only checked for its files here; loading it is
-    the caller's).
-    """
+    Raises CheckpointDamaged naming the first file that is missing, truncated or not what it
+    should hold (a shard of another size than was written, a header that does not read)."""
     path = Path(path)
     state_file = path / STATE_FILE
     if not state_file.is_file():
+        if (path / "optimizer.safetensors").is_file():
+            raise CheckpointDamaged("it is in the layout before sharded checkpoints (model/ "
+                                    "with weights, optimizer.safetensors), which --resume no "
+                                    "longer reads; its model/ is a planner-loadable "
+                                    "checkpoint to start a new run from")
         raise CheckpointDamaged(f"it has no {STATE_FILE}")
     try:
         state = json.loads(state_file.read_text())
     except (OSError, ValueError) as exc:
         raise CheckpointDamaged(f"{STATE_FILE} is not valid JSON ({exc})") from None
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise CheckpointDamaged(f"{STATE_FILE} is not a sharded checkpoint's (format "
+                                f"{FORMAT})")
+    bad = [k for k, kind in _STATE_KEYS.items() if not isinstance(state.get(k), kind)]
+    if bad or not isinstance(state["optimizer"].get("param_groups"), list):
+        raise CheckpointDamaged(f"{STATE_FILE} lacks {(bad or ['optimizer groups'])[0]}")
     m = STEP_DIR.match(path.name)
-    if not isinstance(state, dict) or not isinstance(state.get("step"), int) \
-            or not isinstance(state.get("scheduler"), dict) \
-            or not isinstance(state.get("recipe"), dict):
-        raise CheckpointDamaged(f"{STATE_FILE} does not hold a step, a scheduler and a recipe")
     if m and int(m.group(1)) != state["step"]:
         raise CheckpointDamaged(f"{STATE_FILE} says step {state['step']}, the directory "
                                 f"step {int(m.group(1))}")
-    model = path / MODEL_DIR
-    if not (model / "config.json").is_file() or not any(model.glob("*.safetensors")):
-        raise CheckpointDamaged(f"{MODEL_DIR}/ has no config.json or no *.safetensors")
-    try:
-        optimizer = optimizer_from_files(path)
-    except _READ_ERRORS as exc:
-        raise CheckpointDamaged(f"its optimizer state (optimizer.safetensors, optimizer.json) "
-                                f"cannot be read ({_reason(exc)})") from None
+    if not (path / MODEL_DIR / "config.json").is_file():
+        raise CheckpointDamaged(f"{MODEL_DIR}/config.json is missing")
+    reason = check_shards(path / SHARDS_DIR, state["shards"])
+    if reason:
+        raise CheckpointDamaged(reason)
     try:
         rng = read_rng(path, rank)
     except _READ_ERRORS as exc:
         raise CheckpointDamaged(f"its RNG state of rank {rank} cannot be read "
                                 f"({_reason(exc)})") from None
-    return ResumeState(path, state["step"], state["scheduler"], state["recipe"], optimizer,
-                       rng)
+    return ResumeState(path, state["step"], state["scheduler"], state["recipe"],
+                       state["optimizer"]["param_groups"], state["tensors"], state["data"],
+                       int(state.get("world_size", 1)), rng)
 
 
-def check_optimizer_state(state: dict, groups: list[list[torch.Tensor]]) -> None:
-    """CheckpointDamaged unless an optimizer state_dict fits parameter groups ``groups``
-    (as many groups, as many parameters in each, every state tensor shaped like its
-    parameter)."""
-    saved = state.get("param_groups")
-    if not isinstance(saved, list) or len(saved) != len(groups) or any(
-            not isinstance(g, dict) or len(g.get("params", ())) != len(params)
-            for g, params in zip(saved, groups)):
-        raise CheckpointDamaged("its optimizer state does not match the model's parameter "
-                                "groups")
-    by_id = {i: p for g, params in zip(saved, groups) for i, p in zip(g["params"], params)}
-    for idx, entry in state["state"].items():
-        param = by_id.get(idx)
-        if param is None:
-            raise CheckpointDamaged(f"its optimizer state names parameter {idx}, which the "
-                                    f"model does not have")
-        for name, value in entry.items():
-            if torch.is_tensor(value) and value.ndim and value.shape != param.shape:
-                raise CheckpointDamaged(f"optimizer tensor {idx}.{name} has shape "
-                                        f"{tuple(value.shape)}, its parameter "
-                                        f"{tuple(param.shape)}")
+def write_state(folder: Path, state: dict) -> None:
+    """Write ``trainer_state.json`` (the last file of a checkpoint) with the shard sizes."""
+    state = {"format": FORMAT, **state, "shards": shard_manifest(folder / SHARDS_DIR)}
+    (folder / STATE_FILE).write_text(json.dumps(state, indent=1))
 
 
 def _reason(exc: BaseException) -> str:

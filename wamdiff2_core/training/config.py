@@ -18,6 +18,7 @@ import yaml
 OBJECTIVES = ("ar", "diffusion", "distill")
 PRECISIONS = ("fp32", "bf16")
 STRATEGIES = ("auto", "none", "ddp", "fsdp")
+TEACHER_PLACEMENTS = ("auto", "sharded", "replicated")
 LOSS_NORMS = ("answer", "task")
 PREDICTIONS = ("", "own", "shifted")
 
@@ -87,6 +88,10 @@ class DistillConfig:
     lam: float = 0.5                 # loss = (1 - lam) CE + lam divergence
     on_policy_every: int = 0         # every K steps the student's own answers replace x0
     on_policy_steps_per_block: int = 0   # decode budget in on-policy mode (0: block size)
+    # Where the frozen teacher lives: "sharded" like an FSDP2 student (each process holds
+    # its slice; no optimizer state, no gradients), "replicated" (a whole copy per process);
+    # both in bf16 under train.precision bf16. "auto": sharded when the student is.
+    teacher_placement: str = "auto"
 
     def teacher_block(self, paradigm: str, block_size: int) -> int:
         """The block size the teacher predicts with, given its checkpoint's paradigm and
@@ -124,7 +129,13 @@ class TrainConfig:
     micro_batch: int = 8             # samples per forward on one process
     seed: int = 0
     precision: str = "bf16"
-    strategy: str = "auto"           # auto: DDP with several processes, FSDP on GPUs
+    # none (one process) | ddp | fsdp (FSDP2: each decoder layer and vision block sharded)
+    # | auto: none for one process; with several, DDP when the memory plan says a whole
+    # replica fits one device, FSDP2 when it does not (docs/training.md, "Scale").
+    strategy: str = "auto"
+    # Recompute each decoder layer's and vision block's activations in the backward pass
+    # (saves memory, costs about one more forward; same losses and gradients).
+    activation_checkpointing: bool = False
     threads: int = 0                 # torch threads per process (0: leave as is)
     # What a sample's summed answer-token loss is divided by: "answer", its own answer
     # length (every sample weighs the same); "task", the mean answer length of its task

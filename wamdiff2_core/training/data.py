@@ -1,10 +1,11 @@
 """Conversation data for training: records, deterministic order, sharded batches.
 
 Records are the reference conversation format (``DIR/train.json`` or any records file, a JSON
-list or JSONL, image paths relative to the file's folder or absolute). The global batch of optimizer step s is a pure function of
-(seed, s), known without state: a resumed run, and runs with any number of processes, see the
-same global batches. Each process takes its own slice of every
-global batch (rank-major inside each accumulation micro-step).
+list or JSONL, image paths relative to the file's folder or absolute). The global batch of
+optimizer step s is a pure function of (seed, s), known without state: a resumed run, and runs
+with any number of processes, see the same global batches (``GlobalOrder.position`` is what a
+checkpoint records of the loader). Each process takes its own slice of every global batch
+(rank-major inside each accumulation micro-step).
 """
 from __future__ import annotations
 
@@ -150,6 +151,14 @@ class GlobalOrder:
         """Data set indices of optimizer step ``step``'s global batch."""
         per_epoch = self.batches_per_epoch()
         return self._batches(step // per_epoch)[step % per_epoch]
+
+    def position(self, step: int) -> dict[str, int]:
+        """Where the data loader stands before optimizer step ``step``: the step, its epoch
+        and batch within the epoch, the samples drawn so far (all of it follows from
+        ``step``; a checkpoint records it to say so)."""
+        per_epoch = self.batches_per_epoch()
+        return {"step": step, "epoch": step // per_epoch, "batch": step % per_epoch,
+                "batches_per_epoch": per_epoch, "samples_seen": step * self.g}
 
     def positions(self, step: int) -> list[int]:
         """Stream positions of step ``step``'s samples (they seed the per-sample noise)."""

@@ -33,6 +33,7 @@ from wamdiff2_core.diffusion.losses import distill_loss, masked_ce
 from wamdiff2_core.diffusion.noise import corrupt, get_schedule, sample_generators
 from wamdiff2_core.training.config import Recipe
 from wamdiff2_core.training.data import TrainBatch
+from wamdiff2_core.training.parallel import gathered
 
 
 def run_forward(module, inputs: LayoutInputs, keep: int) -> torch.Tensor:
@@ -139,7 +140,8 @@ class DistillObjective(DiffusionObjective):
         self.model.hf.eval()
         cfg = DecodeConfig(steps_per_block=self.d.on_policy_steps_per_block or None,
                            max_new_tokens=self.max_answer - self.block)
-        out = decode(self.model, batch.prompt, cfg)
+        with gathered(self.model.hf):      # FSDP2: each process decodes at its own pace
+            out = decode(self.model, batch.prompt, cfg)
         self.model.hf.train(was_training)
         eoa = self.model.fields.eoa_token_id
         rows = []

@@ -23,7 +23,8 @@ from pathlib import Path
 
 from wamdiff2_core.image_files import MAX_IMAGE_PIXELS
 from wamdiff2_core.training.config import (LOSS_NORMS, OBJECTIVES, PRECISIONS, PREDICTIONS,
-                                            STRATEGIES, Recipe, RecipeError)
+                                            STRATEGIES, TEACHER_PLACEMENTS, Recipe,
+                                            RecipeError)
 
 OBJECTIVE_PARADIGM = {"ar": "ar", "diffusion": "diffusion", "distill": "diffusion"}
 MAX_BATCH = 65536          # samples per global batch or per forward
@@ -258,7 +259,10 @@ def validate(recipe: Recipe, world_size: int = 1) -> None:
     per_step = t.micro_batch * world_size
     if t.global_batch % per_step:
         raise RecipeError(f"train.global_batch={t.global_batch} is not a multiple of "
-                          f"train.micro_batch x processes = {t.micro_batch} x {world_size}")
+                          f"train.micro_batch x processes = {t.micro_batch} x {world_size}"
+                          + (f" (with {world_size} processes, a train.micro_batch that divides"
+                             f" {t.global_batch // world_size})"
+                             if t.global_batch % world_size == 0 else ""))
 
 
 def _validate_distill(r: Recipe, bsz: int) -> None:
@@ -271,6 +275,9 @@ def _validate_distill(r: Recipe, bsz: int) -> None:
     _check_init(d.teacher, "distill.teacher")
     if is_preset(d.teacher):
         raise RecipeError("distill.teacher must be a trained checkpoint directory, not a preset")
+    if d.teacher_placement not in TEACHER_PLACEMENTS:
+        raise RecipeError(f"distill.teacher_placement must be one of {TEACHER_PLACEMENTS}, "
+                          f"got '{d.teacher_placement}'")
     if d.divergence not in DIVERGENCES:
         raise RecipeError(f"distill.divergence must be one of {sorted(DIVERGENCES)}, "
                           f"got '{d.divergence}'")

@@ -10,8 +10,9 @@ on the merged visual tokens (what the language model reads) predicts, for each t
 in it. The loss is binary cross-entropy; it reaches the tower only (and the merger), so the
 tokens are made to carry where the vehicles are, at sub-token resolution.
 
-The head is a training-time part only: it is kept in the training checkpoints (to resume) but
-not in the planner-loadable model, which stays a plain Qwen3-VL checkpoint.
+The head is a training-time part only: it is kept in the training checkpoints' shards (keys
+``aux/...``, to resume) but not in the planner-loadable model, which stays a plain Qwen3-VL
+checkpoint.
 
 Recipe keys (``vision_aux.*``): ``weight`` (0: off), ``subgrid`` (S), ``pos_weight`` (the
 weight of a positive sub-cell in the cross-entropy; sub-cells covered by a box are ~3% of a
@@ -20,7 +21,6 @@ frame).
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import torch
 from torch import nn
@@ -28,7 +28,6 @@ from torch import nn
 from wamdiff2_core.tasks import AnswerParseError
 from wamdiff2_core.tasks.detection import parse_detections
 
-HEAD_FILE = "vision_aux_head.pt"
 GRID = 1000.0
 
 
@@ -178,17 +177,6 @@ class VisionAux:
             rows = torch.tensor([r for r, _ in losses], device=out.device)
             out = out.index_put((rows,), torch.stack([v for _, v in losses]))
         return out
-
-    # ----------------------------------------------------------- checkpoints
-    def save(self, folder: Path) -> None:
-        torch.save(self.head.state_dict(), Path(folder) / HEAD_FILE)
-
-    def load(self, folder: Path) -> None:
-        path = Path(folder) / HEAD_FILE
-        if not path.is_file():
-            raise FileNotFoundError(f"{path} is missing (the run trains a vision aux head)")
-        self.head.load_state_dict(torch.load(path, map_location=self.head.proj.weight.device,
-                                             weights_only=True))
 
 
 class VisionAuxObjective:
