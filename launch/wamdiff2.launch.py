@@ -2,13 +2,17 @@
 
     ros2 launch wamdiff2_ros wamdiff2.launch.py \
         camera_topic:=/front_camera/image_raw odometry_topic:=/odom \
+        [camera_topics:="front:=/cam_f/image_raw,left:=/cam_l/image_raw"] \
         [params_file:=my.yaml] [checkpoint:=/path/to/ckpt] [namespace:=ego] \
         [command_topic:=/route/command] [path_topic:=/planning/path] ... \
         [use_sim_time:=true] [log_level:=debug] [dds_profile:=/path/profile.xml]
 
 Every topic of the node can be remapped: `camera_topic` onto ~/input/image (and
 `<camera_topic>/compressed` onto ~/input/image/compressed: which one the node reads is the
-`image_transport` parameter), the others (REMAPS below) only when given. The params file is
+`image_transport` parameter), the others (REMAPS below) only when given. `camera_topics`
+names several cameras, each with its topic: it sets the node's `cameras` parameter to those
+names, in that order (they must be the model's cameras), and remaps each onto
+~/input/<name>/image (+ /compressed); it replaces `camera_topic`. The params file is
 keyed `/**`, so it applies under any namespace. The node is a lifecycle node that configures
 and activates itself (`autostart: true`); with `autostart: false`, drive it with
 `ros2 lifecycle set`. DDS: the node gets the package's Fast DDS profile
@@ -40,12 +44,33 @@ REMAPS = {
     "detections_topic": "~/output/detections",
     "answer_topic": "~/output/answer",
     "status_topic": "~/output/status",
+    "stats_topic": "~/output/stats",
 }
 CAMERA_REMAPS = ("~/input/image", "~/input/image/compressed")
 
 
 def _is_true(text: str) -> bool:
     return text.strip().lower() in ("true", "1", "yes")
+
+
+def camera_remaps(camera_topics: str) -> tuple[list[str], list[tuple[str, str]]]:
+    """The camera names and remaps of `camera_topics` ("front:=/a,left:=/b"): one camera
+    onto ~/input/image, several onto ~/input/<name>/image (each + /compressed). ValueError
+    (one sentence) for an item that is not NAME:=TOPIC or a name given twice."""
+    names, remaps = [], []
+    items = [item.strip() for item in camera_topics.split(",") if item.strip()]
+    for item in items:
+        name, sep, topic = (part.strip() for part in item.partition(":="))
+        if not sep or not name or not topic:
+            raise ValueError(f"camera_topics: {item!r} is not NAME:=TOPIC (e.g. "
+                             f"front:=/cam_f/image_raw,left:=/cam_l/image_raw)")
+        if name in names:
+            raise ValueError(f"camera_topics names camera {name!r} twice")
+        names.append(name)
+        inputs = CAMERA_REMAPS if len(items) == 1 else (f"~/input/{name}/image",
+                                                        f"~/input/{name}/image/compressed")
+        remaps += [(inputs[0], topic), (inputs[1], topic.rstrip("/") + "/compressed")]
+    return names, remaps
 
 
 def _planner_node(context):
@@ -58,7 +83,10 @@ def _planner_node(context):
         parameters.append({"checkpoint": arg("checkpoint")})
     camera = arg("camera_topic")
     remappings = []
-    if camera:
+    if arg("camera_topics").strip():
+        names, remappings = camera_remaps(arg("camera_topics"))
+        parameters.append({"cameras": names})
+    elif camera:
         remappings += [(CAMERA_REMAPS[0], camera),
                        (CAMERA_REMAPS[1], camera.rstrip("/") + "/compressed")]
     remappings += [(topic, arg(name)) for name, topic in REMAPS.items() if arg(name)]
@@ -105,6 +133,12 @@ def generate_launch_description():
                               description="Camera topic remapped onto ~/input/image "
                                           "(+ /compressed onto ~/input/image/compressed); "
                                           "empty: not remapped"),
+        DeclareLaunchArgument("camera_topics", default_value="",
+                              description="Several cameras: NAME:=TOPIC,NAME:=TOPIC (the "
+                                          "model's cameras, in its order); sets the cameras "
+                                          "parameter and remaps each onto "
+                                          "~/input/<name>/image (+ /compressed); replaces "
+                                          "camera_topic; empty: camera_topic"),
         DeclareLaunchArgument("odometry_topic", default_value="/odom",
                               description="nav_msgs/Odometry topic remapped onto "
                                           "~/input/odometry; empty: not remapped"),

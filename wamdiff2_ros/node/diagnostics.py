@@ -24,6 +24,7 @@ _RANK = {OK: 0, WARN: 1, ERROR: 2}
 # Counters every report carries (zero until they happen), in this order.
 COUNTERS = ("frames_received", "odometry_received", "frames_planned", "paths_published",
             "fallback_paths", "dropped_frames", "stale_frames", "future_frames",
+            "camera_missing", "camera_late",
             "parse_failures", "model_errors", "plan_timeouts", "bad_input",
             "questions_answered", "questions_refused", "answer_failures")
 

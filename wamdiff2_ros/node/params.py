@@ -24,7 +24,7 @@ from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescri
 
 from wamdiff2_core.decoding import COMMIT_RULES, DecodeConfig
 from wamdiff2_core.decoding.config import BACKENDS, DEFAULT_BACKEND
-from wamdiff2_core.tasks import COMMANDS, MAX_ACCEL_MPS2, MAX_SPEED_MPS
+from wamdiff2_core.tasks import COMMANDS, MAX_ACCEL_MPS2, MAX_SPEED_MPS, check_cameras
 
 TASKS = ("planning", "detection", "qa")
 IMAGE_TRANSPORTS = ("raw", "compressed")
@@ -32,7 +32,6 @@ INPUT_QOS = ("best_effort", "reliable")      # camera_qos, odometry_qos (qos.py)
 FALLBACKS = ("last_plan", "stop")
 DTYPES = ("", "float32", "bfloat16", "float16")
 _DEVICE = re.compile(r"^(cpu|cuda(:\d+)?|mps)$")
-_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 _INT32_MAX = 2**31 - 1
 
 
@@ -175,8 +174,15 @@ PARAMS: tuple[ParamSpec, ...] = (
                                         "compressed: CompressedImage on "
                                         "~/input/image/compressed", "io",
               choices=IMAGE_TRANSPORTS),
-    ParamSpec("cameras", ["front"], "Camera names; the first one triggers planning. With "
+    ParamSpec("cameras", ["front"], "Camera names, the model's cameras in its order (checked "
+                                    "at configure); the first one triggers planning. With "
                                     "several, topics are ~/input/<name>/image", "io"),
+    ParamSpec("camera_sync_tolerance_s", 0.1, "With several cameras, each other camera's image "
+                                              "is its one nearest the trigger image's stamp, "
+                                              "if within this; else the frame gets the "
+                                              "fallback (camera_late, or camera_missing when "
+                                              "the camera has been silent input_timeout_s)",
+              "live", float_range=(0.001, 10.0)),
     ParamSpec("camera_qos", "best_effort", "best_effort: keep last 1, connects to reliable "
                                            "and best-effort drivers alike; reliable: keep "
                                            "last 1, for a reliable driver under a DDS setting "
@@ -267,6 +273,7 @@ class NodeConfig:
     default_command: str
     image_transport: str
     cameras: tuple[str, ...]
+    camera_sync_tolerance_s: float
     camera_qos: str
     odometry_qos: str
     max_planning_rate_hz: float
@@ -292,9 +299,10 @@ class NodeConfig:
     diagnostics_period_s: float
 
 
-_FLOATS = ("max_planning_rate_hz", "max_input_age_s", "plan_timeout_s", "max_future_s",
-           "max_odometry_age_s", "max_speed_mps", "max_accel_mps2", "input_timeout_s",
-           "input_timeout_error_s", "fallback_max_age_s", "stop_decel_mps2", "log_throttle_s")
+_FLOATS = ("camera_sync_tolerance_s", "max_planning_rate_hz", "max_input_age_s",
+           "plan_timeout_s", "max_future_s", "max_odometry_age_s", "max_speed_mps",
+           "max_accel_mps2", "input_timeout_s", "input_timeout_error_s", "fallback_max_age_s",
+           "stop_decel_mps2", "log_throttle_s")
 _INTS = ("max_question_chars", "max_question_tokens", "max_command_chars", "max_image_pixels",
          "max_echo_chars")
 
@@ -363,13 +371,7 @@ def node_config(values: Mapping[str, Any]) -> NodeConfig:
     tasks = list(values["tasks"])
     if not tasks or len(set(tasks)) != len(tasks):
         raise ValueError(f"tasks: needs at least one task and no repeats, got {tasks}")
-    cameras = list(values["cameras"])
-    if not cameras or len(set(cameras)) != len(cameras):
-        raise ValueError(f"cameras: needs at least one name and no repeats, got {cameras}")
-    for name in cameras:
-        if not _NAME.match(name):
-            raise ValueError(f"cameras: {name!r} is not a valid topic name token "
-                             "(letters, digits, underscores; starts with a letter)")
+    cameras = check_cameras(list(values["cameras"]), "cameras")   # also topic name tokens
     if not values["output_frame"].strip():
         raise ValueError("output_frame: must not be empty")
     decode = decode_config(values)
@@ -386,7 +388,7 @@ def node_config(values: Mapping[str, Any]) -> NodeConfig:
         tasks=frozenset(tasks),
         default_command=values["default_command"],
         image_transport=values["image_transport"],
-        cameras=tuple(cameras),
+        cameras=cameras,
         camera_qos=values["camera_qos"],
         odometry_qos=values["odometry_qos"],
         **{name: float(values[name]) for name in _FLOATS},

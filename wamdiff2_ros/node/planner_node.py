@@ -206,6 +206,10 @@ class PlannerNode(LifecycleNode):
                                               plan_decode=cfg.plan_decode, fields=cfg.fields,
                                               plan_max_speed=cfg.plan_max_speed)
             self.get_logger().info(planner.model.describe())
+            if planner.cameras != cfg.cameras:
+                raise ValueError(f"parameter cameras {list(cfg.cameras)} are not the cameras "
+                                 f"the model was trained with: set cameras to "
+                                 f"{list(planner.cameras)} (its order)")
             self.get_logger().info(f"decoding with {planner.decode_summary()}")
             stats = self._planning.run(planner.warmup)
         except Exception as exc:  # noqa: BLE001 - a failed configure leaves us unconfigured

@@ -1,9 +1,10 @@
 """The planning path: one job in, one outcome out, never an exception, never a publish.
 
 `Planning.plan(job)` turns a frame into a `PlanOutcome`: the model's plan, or the fallback
-(`fallback.py`) with the reason the model's plan is missing (`parse_failures`,
+(`fallback.py`) with the reason the model's plan is missing (`camera_missing`,
+`camera_late`: a camera without an image for the frame, named; `parse_failures`,
 `model_errors`, `plan_timeouts`, `odometry_stale`), or a refusal that publishes no Path
-(`stale_frames`, `camera_missing`). `answer(job)` turns a question into an `AnswerOutcome`.
+(`stale_frames`). `answer(job)` turns a question into an `AnswerOutcome`.
 The node's worker publishes each outcome once (`publishing.py`).
 
 The model runs on a thread of its own (`ModelThread`), so that a plan past `plan_timeout_s`
@@ -27,7 +28,7 @@ from wamdiff2_ros.node.diagnostics import ERROR, OK, WARN
 from wamdiff2_ros.node.fallback import LastPlan, Plan, fallback_plan
 from wamdiff2_ros.node.logs import clip
 from wamdiff2_ros.node.odometry import EgoMotion, OdometryTracker
-from wamdiff2_ros.node.worker import FrameJob, QuestionJob
+from wamdiff2_ros.node.worker import FrameJob, QuestionJob, describe_gaps
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class PlanOutcome:
     stats: DecodeStats | None = None
     text: str = ""               # the model's raw answer
     planner_ms: float | None = None   # the planner's own time; None when it did not run
+    detail: str = ""             # which inputs a fallback lacked (the cameras, named)
 
     @property
     def refused(self) -> bool:
@@ -138,6 +140,10 @@ class Planning:
         if refusal is not None:
             return refusal
         motion = self._odometry.motion()
+        if job.gaps:
+            kind, detail = describe_gaps(job.gaps)
+            return self._fallback(job, motion, kind, f"frame {job.frame.stamp:.3f}: {detail}; "
+                                  "fallback published", WARN, detail=detail)
         stale = self._odometry_stale(job, motion)
         if stale is not None:
             return self._fallback(job, motion, "odometry_stale", f"{stale}; fallback "
@@ -145,14 +151,8 @@ class Planning:
         return self._ask_model(job, motion)
 
     def refusal(self, job: FrameJob) -> PlanOutcome | None:
-        """The outcome of a frame that is not worked on at all (a camera missing, too old),
-        or None."""
+        """The outcome of a frame that is not worked on at all (too old), or None."""
         frame, config = job.frame, job.settings.config
-        if job.missing:
-            return PlanOutcome(job, None, "camera_missing", f"no image from camera(s) "
-                               f"{', '.join(map(repr, job.missing))} within "
-                               f"{config.max_input_age_s:g} s of frame {frame.stamp:.3f}",
-                               WARN, bad_input=True)
         age = self._now_s() - frame.stamp
         if config.max_input_age_s > 0 and age > config.max_input_age_s:
             return PlanOutcome(job, None, "stale_frames", f"frame {frame.stamp:.3f} is "
@@ -205,19 +205,22 @@ class Planning:
 
     def _fallback(self, job: FrameJob, motion: EgoMotion, failure: str, message: str,
                   level: bytes, ms: float = 0.0, stats: DecodeStats | None = None,
-                  text: str = "", ran: bool = True) -> PlanOutcome:
+                  text: str = "", ran: bool = True, detail: str = "") -> PlanOutcome:
         """The fallback's outcome; `ms`: the planner call's wall time (0: not called),
         `ran`: whether it finished (its time counts as the planner's)."""
         speed = motion.velocity[0] if motion.stamp is not None else 0.0
         plan = fallback_plan(job.settings.config, self.last_plan.get(), job.frame.stamp,
                              speed)
         return PlanOutcome(job, plan, failure, message, level, motion=motion, ms=ms,
-                           stats=stats, text=text, planner_ms=ms if ms and ran else None)
+                           stats=stats, text=text, planner_ms=ms if ms and ran else None,
+                           detail=detail)
 
     def detect(self, job: FrameJob) -> tuple[list, str | None, str]:
         """The frame's detections, and (when they failed: the empty list) the counter and
-        the reason."""
+        the reason; a frame lacking a camera has none, its gap already reported)."""
         frame = job.frame
+        if job.gaps:
+            return [], None, ""
         try:
             return self._model.call(job.settings.planner.detect, list(frame.images)
                                     ).detections, None, ""
@@ -234,6 +237,10 @@ class Planning:
     def answer(self, job: QuestionJob) -> AnswerOutcome:
         """The outcome of answering `job`'s question on its frame."""
         question, echo = job.question, job.settings.config.max_echo_chars
+        if job.gaps:
+            kind, detail = describe_gaps(job.gaps)
+            return AnswerOutcome("", "questions_refused", WARN, kind,
+                                 f"question {clip(question, echo)} refused: {detail}")
         try:
             text = self._model.call(job.settings.planner.answer, list(job.frame.images),
                                     question).text

@@ -84,7 +84,7 @@ class NodeOutputs:
         self._path.publish(path)
         self._status.publish(outputs.plan_status_msg(frame.header.stamp, self._name,
                                                      plan.source, outcome.failure, command,
-                                                     plan.age_s))
+                                                     plan.age_s, outcome.detail))
         now = time.monotonic()
         self._processing_ms.publish(Float64(data=(now - frame.received) * 1e3))
         self._stats.count("paths_published")
@@ -120,6 +120,8 @@ class NodeOutputs:
         frame, motion = outcome.job.frame, outcome.motion
         values = {"stamp": stamp_text(frame.header.stamp),
                   "command": outcome.job.settings.command,
+                  "cameras": ",".join(outcome.job.settings.config.cameras),
+                  "images": str(len(frame.images)),
                   "velocity": f"{motion.velocity[0]:.3f},{motion.velocity[1]:.3f}",
                   **outputs.answer_stats_values("planning", outcome.parsed, outcome.ms,
                                                 outcome.stats or DecodeStats(),

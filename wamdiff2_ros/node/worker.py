@@ -1,23 +1,30 @@
 """Planning off the receiving callbacks: the frame slot, and the thread that drains it.
 
 Receiving callbacks only convert and `put`; the worker thread plans. The slot keeps each
-camera's newest image; a trigger-camera image that arrives while another waits replaces it
-(counted as dropped), so nothing queues and every plan starts from the newest frame there
+camera's last few images; a trigger-camera image that arrives while another waits replaces
+it (counted as dropped), so nothing queues and every plan starts from the newest frame there
 is. The other cameras' images are gathered to the trigger's stamp when a frame is taken
-(`gather`). Questions wait in a short queue of their own and are answered on the latest
-frame. Every job carries the settings in force when it arrived (`Settings`).
+(`gather`: each camera's image nearest that stamp, within `camera_sync_tolerance_s`; a
+camera without one is a named gap, `camera_late` or `camera_missing`). Questions wait in a
+short queue of their own and are answered on the latest frame. Every job carries the
+settings in force when it arrived (`Settings`).
 """
 from __future__ import annotations
 
 import threading
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
 from wamdiff2_ros.node.params import NodeConfig
+
+#: Images kept per camera to gather from (a 30 Hz camera: its last quarter second).
+HISTORY = 8
+CAMERA_MISSING, CAMERA_LATE = "camera_missing", "camera_late"
 
 
 @dataclass(frozen=True)
@@ -50,9 +57,18 @@ class Frame:
 
 
 @dataclass(frozen=True)
+class CameraGap:
+    """A camera without an image for a frame: which, what kind, and why in words."""
+
+    camera: str
+    kind: str                         # CAMERA_MISSING | CAMERA_LATE (the counter)
+    reason: str
+
+
+@dataclass(frozen=True)
 class FrameJob:
     frame: Frame
-    missing: tuple[str, ...]          # cameras with no image near the trigger's stamp
+    gaps: tuple[CameraGap, ...]       # cameras with no image near the trigger's stamp
     settings: Settings
 
 
@@ -60,32 +76,57 @@ class FrameJob:
 class QuestionJob:
     question: str
     frame: Frame
+    gaps: tuple[CameraGap, ...]
     settings: Settings
 
 
-def gather(trigger: CameraImage, others: dict[int, CameraImage], config: NodeConfig
-           ) -> tuple[Frame, tuple[str, ...]]:
-    """The frame of `trigger` with each other camera's image, and the names of the cameras
-    whose newest image is not within `max_input_age_s` of the trigger's stamp (0: any)."""
-    images, missing = [trigger.rgb], []
+def describe_gaps(gaps: Sequence[CameraGap]) -> tuple[str, str]:
+    """The counter of a frame's gaps (camera_missing if any camera is, else camera_late)
+    and what they are, in words (each camera named)."""
+    kind = CAMERA_MISSING if any(g.kind == CAMERA_MISSING for g in gaps) else CAMERA_LATE
+    return kind, "; ".join(f"camera {g.camera!r}: {g.reason}" for g in gaps)
+
+
+def gather(trigger: CameraImage, others: dict[int, Sequence[CameraImage]],
+           config: NodeConfig) -> tuple[Frame, tuple[CameraGap, ...]]:
+    """The frame of `trigger` with each other camera's image nearest the trigger's stamp,
+    and the gaps: a camera with no image at all, or whose newest is `input_timeout_s` or
+    more older than the trigger, is missing; one whose nearest image is further than
+    `camera_sync_tolerance_s` from the trigger's stamp is late. The frame's images are in
+    camera order (a gap leaves its camera out: such a frame is not planned)."""
+    images, gaps = [trigger.rgb], []
+    tolerance, silent = config.camera_sync_tolerance_s, config.input_timeout_s
+    first = config.cameras[0]
     for index, name in enumerate(config.cameras[1:], start=1):
-        image = others.get(index)
-        if image is None or (config.max_input_age_s > 0 and
-                             abs(image.stamp - trigger.stamp) > config.max_input_age_s):
-            missing.append(name)
-        else:
-            images.append(image.rgb)
-    return Frame(tuple(images), trigger.header, trigger.stamp, trigger.received), \
-        tuple(missing)
+        history = others.get(index, ())
+        if not history:
+            gaps.append(CameraGap(name, CAMERA_MISSING, "no image since activation"))
+            continue
+        newest = max(history, key=lambda im: im.stamp)
+        if silent > 0 and trigger.stamp - newest.stamp >= silent:
+            gaps.append(CameraGap(name, CAMERA_MISSING, f"no image for "
+                                  f"{trigger.stamp - newest.stamp:.2f} s before the {first} "
+                                  f"frame (input_timeout_s {silent:g})"))
+            continue
+        nearest = min(history, key=lambda im: abs(im.stamp - trigger.stamp))
+        offset = nearest.stamp - trigger.stamp
+        if abs(offset) > tolerance:
+            gaps.append(CameraGap(name, CAMERA_LATE, f"its nearest image is {abs(offset):.3f} s "
+                                  f"{'after' if offset > 0 else 'before'} the {first} frame "
+                                  f"(camera_sync_tolerance_s {tolerance:g})"))
+            continue
+        images.append(nearest.rgb)
+    return Frame(tuple(images), trigger.header, trigger.stamp, trigger.received), tuple(gaps)
 
 
 class FrameSlot:
-    """The newest unplanned trigger image, each camera's newest image, pending questions."""
+    """The newest unplanned trigger image, each camera's last `HISTORY` images, pending
+    questions."""
 
     def __init__(self, max_questions: int = 8):
         self._cond = threading.Condition()
         self._pending: tuple[CameraImage, Settings] | None = None
-        self._newest: dict[int, CameraImage] = {}         # camera -> its newest image
+        self._images: dict[int, deque[CameraImage]] = {}  # camera -> its last images
         self._questions: deque[tuple[str, Settings]] = deque(maxlen=max_questions)
         self._closed = False
 
@@ -93,7 +134,7 @@ class FrameSlot:
         """Offer camera `camera`'s image (0 triggers planning); True when it replaced an
         unplanned trigger image (now dropped)."""
         with self._cond:
-            self._newest[camera] = image
+            self._images.setdefault(camera, deque(maxlen=HISTORY)).append(image)
             if camera != 0:
                 return False
             replaced = self._pending is not None
@@ -119,15 +160,15 @@ class FrameSlot:
         with self._cond:
             while not self._closed:
                 now = time.monotonic()
-                others = {k: v for k, v in self._newest.items() if k != 0}
-                if self._questions and 0 in self._newest:
+                others = {k: tuple(v) for k, v in self._images.items() if k != 0}
+                if self._questions and self._images.get(0):
                     question, settings = self._questions.popleft()
-                    frame, _ = gather(self._newest[0], others, settings.config)
-                    return QuestionJob(question, frame, settings)
+                    frame, gaps = gather(self._images[0][-1], others, settings.config)
+                    return QuestionJob(question, frame, gaps, settings)
                 if self._pending is not None and now >= frames_not_before:
                     (trigger, settings), self._pending = self._pending, None
-                    frame, missing = gather(trigger, others, settings.config)
-                    return FrameJob(frame, missing, settings)
+                    frame, gaps = gather(trigger, others, settings.config)
+                    return FrameJob(frame, gaps, settings)
                 if now >= deadline:
                     return None
                 wake = deadline if self._pending is None else min(deadline, frames_not_before)
@@ -138,7 +179,7 @@ class FrameSlot:
         """Forget every image and question (deactivate); `take` works again after."""
         with self._cond:
             self._pending, self._closed = None, False
-            self._newest.clear()
+            self._images.clear()
             self._questions.clear()
 
     def close(self) -> None:

@@ -21,7 +21,8 @@ from sim_frames import sim_frames
 from wamdiff2_ros.node import params
 from wamdiff2_ros.node.topics import (ANSWER_TOPIC, COMMAND_TOPIC, DETECTIONS_TOPIC,
                                       MARKERS_TOPIC, ODOMETRY_TOPIC, PATH_TOPIC,
-                                      QUESTION_TOPIC, STATUS_TOPIC, camera_topics)
+                                      QUESTION_TOPIC, STATS_TOPIC, STATUS_TOPIC,
+                                      camera_topics)
 
 LAUNCH = REPO / "launch" / "wamdiff2.launch.py"
 BIN = Path(sys.executable).parent
@@ -43,7 +44,7 @@ def test_the_launch_file_can_remap_every_topic_of_the_node():
     remappable = set(_assigned("REMAPS").values()) | set(_assigned("CAMERA_REMAPS"))
     assert remappable == cameras | {ODOMETRY_TOPIC, COMMAND_TOPIC, QUESTION_TOPIC, PATH_TOPIC,
                                     MARKERS_TOPIC, DETECTIONS_TOPIC, ANSWER_TOPIC,
-                                    STATUS_TOPIC}
+                                    STATUS_TOPIC, STATS_TOPIC}
     assert _assigned("NODE_NAME") == "wamdiff2_planner"
 
 

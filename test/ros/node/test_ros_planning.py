@@ -101,7 +101,8 @@ class Recorder:
         run_job(FrameJob(frame, (), self.settings), self.planning, self.outputs)
 
     def on_question(self, question: str, frame: Frame) -> None:
-        run_job(QuestionJob(question, frame, self.settings), self.planning, self.outputs)
+        run_job(QuestionJob(question, frame, (), self.settings), self.planning,
+                self.outputs)
 
     def sources(self) -> list[tuple[str, str]]:
         """(source, reason) of every ~/output/status message sent."""

@@ -25,7 +25,7 @@ def test_the_slot_keeps_only_the_newest_frame():
     assert slot.put_image(0, _image(2.0), SETTINGS)                  # replaced = dropped
     assert slot.put_image(0, _image(3.0), SETTINGS)
     job = slot.take(0.0, timeout=0.1)
-    assert isinstance(job, FrameJob) and job.frame.stamp == 3.0 and job.missing == ()
+    assert isinstance(job, FrameJob) and job.frame.stamp == 3.0 and job.gaps == ()
     assert slot.take(0.0, timeout=0.05) is None                        # nothing queued behind
 
 
@@ -53,8 +53,8 @@ def test_rate_limit_delays_frames_but_keeps_the_newest():
 
 
 def test_other_cameras_are_gathered_to_the_triggers_stamp():
-    """The frame of a trigger image holds each other camera's newest image when it lies
-    within max_input_age_s of the trigger's stamp; a camera without one is named missing."""
+    """The frame of a trigger image holds each other camera's image nearest its stamp
+    (within camera_sync_tolerance_s); a camera silent input_timeout_s is named missing."""
     settings = Settings(params.node_config(dict(
         {p.name: p.default for p in params.PARAMS}, cameras=["front", "left", "right"])),
         None, "straight")
@@ -63,12 +63,13 @@ def test_other_cameras_are_gathered_to_the_triggers_stamp():
     slot.put_image(2, _image(5.0, value=2), settings)                  # 5 s older: too old
     slot.put_image(0, _image(10.0), settings)
     job = slot.take(0.0, 0.1)
-    assert job.missing == ("right",)
+    assert [(g.camera, g.kind) for g in job.gaps] == [("right", "camera_missing")]
     assert [int(image[0, 0, 0]) for image in job.frame.images] == [0, 1]
     slot.put_image(2, _image(10.05, value=2), settings)
+    slot.put_image(1, _image(10.12, value=1), settings)                # 9.9 is 0.2 s away
     slot.put_image(0, _image(10.1), settings)
     job = slot.take(0.0, 0.1)
-    assert job.missing == () and len(job.frame.images) == 3
+    assert job.gaps == () and len(job.frame.images) == 3
 
 
 def test_worker_plans_newest_frames_survives_exceptions_and_stops():
