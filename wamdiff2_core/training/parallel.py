@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import warnings
 from typing import Iterable, Iterator
 
 import torch
@@ -41,6 +42,9 @@ def apply_fsdp(hf: nn.Module, device: torch.device, world: int, precision: str) 
 
     mesh = init_device_mesh(device.type, (world,))
     policy = mixed_precision(device, precision)
+    # The logits of the kept positions are a view; nothing writes into them in place, which is
+    # what the warning (once per forward) is about.
+    warnings.filterwarnings("ignore", message="FSDP2-wrapped module .* returned a view tensor")
     kw = {"mesh": mesh} if policy is None else {"mesh": mesh, "mp_policy": policy}
     for unit in shard_units(hf):
         fully_shard(unit, **kw)
