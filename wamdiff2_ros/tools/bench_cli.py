@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from wamdiff2_core.apps.common import (CliError, add_decode_options, add_model_arguments,
-                                       decode_config, field_overrides, language_hint,
-                                       subgroup)
+from wamdiff2_core.apps.common import (CAMERAS_HELP, CliError, add_decode_options,
+                                       add_model_arguments, decode_config, field_overrides,
+                                       language_hint, subgroup)
 from wamdiff2_core.apps.outputs import check_output
 from wamdiff2_core.sim.camera import parse_resolution
 from wamdiff2_core.types import bundled_checkpoint_path
@@ -42,6 +42,10 @@ def register(subparsers) -> None:
                     "Planner.plan on the same frames in this process." + DDS_NOTE)
     _node_options(parser)
     parser.add_argument("--frames", type=int, default=20, help="timed frames (default 20)")
+    parser.add_argument("--cameras", metavar="RIG",
+                        help=CAMERAS_HELP + "; each frame is one image per camera, the prompt "
+                             "one image per camera (a checkpoint trained with other cameras "
+                             "is timed as a copy of its weights naming these)")
     parser.set_defaults(func=run)
 
     soak = bench.add_parser(
@@ -71,6 +75,14 @@ def _bench_config(args: argparse.Namespace, frames: int, as_shipped: bool):
     if not 0 <= args.domain_id <= 232:
         raise CliError("--domain-id must be in 0..232")
     width, height = _size(args.size)
+    cameras = getattr(args, "cameras", None)
+    if cameras:
+        from wamdiff2_core.sim.camera import CameraConfig, load_rig
+
+        try:
+            load_rig(cameras, CameraConfig(width=width, height=height))
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
     checkpoint = args.checkpoint or args.preset
     if checkpoint is None and bundled_checkpoint_path() is None:
         raise CliError("this checkout has no bundled model: pass --checkpoint DIR or "
@@ -79,7 +91,7 @@ def _bench_config(args: argparse.Namespace, frames: int, as_shipped: bool):
                        device=args.device, dtype=args.dtype, frames=frames, width=width,
                        height=height, domain_id=args.domain_id, as_shipped=as_shipped,
                        params_file=Path(args.params_file) if args.params_file else None,
-                       fields=field_overrides(args))
+                       fields=field_overrides(args), cameras=cameras)
 
 
 def run_soak(args: argparse.Namespace) -> int:
@@ -136,6 +148,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"wamdiff2 bench node: {checkpoint or 'bundled model'} on {args.device}, "
           f"{width}x{height}, {args.frames} frames, decoding with {result.decode}; node: "
           f"{describe_dds_profile()}")
+    print(f"cameras: {', '.join(result.cameras)} ({len(result.cameras)}); planning prompt "
+          f"{result.prompt_tokens} tokens"
+          + ("; the weights were trained with other cameras: timing only"
+             if result.renamed else ""))
     print(result.table())
     if args.json:
         Path(args.json).write_text(json.dumps(result.summary(), indent=2) + "\n")

@@ -8,6 +8,11 @@ are latency, not queueing. For a frame whose answer does not parse the node publ
 fallback Path (`~/output/status` says so): those frames are timed to the node's markers
 and reported separately; only the model's own Paths count as image -> Path. The node runs
 without requiring odometry and without a plan timeout (the bare planner has neither).
+
+With a camera rig (`--cameras front,left`) every frame is the rig's images (published on
+`~/input/<name>/image`, the trigger camera last) and the prompt holds one image per
+camera. A checkpoint trained with other cameras is timed as a copy of its weights that
+names the rig's cameras (its answers then mean nothing; their cost is what is measured).
 """
 from __future__ import annotations
 
@@ -52,6 +57,7 @@ class BenchConfig:
     fields: dict = field(default_factory=dict)   # diffusion fields given by the user
     overrides: dict = field(default_factory=dict)   # more node parameters (name -> value)
     as_shipped: bool = False         # keep the params file's odometry and timeout limits
+    cameras: str | None = None       # a camera rig (file or names: sim.camera.load_rig)
 
 
 @dataclass
@@ -62,12 +68,17 @@ class BenchResult:
     planner_parse_failures: int = 0
     frames: int = 0
     decode: str = ""             # what both decode with (resolved: the checkpoint's rule too)
+    cameras: tuple[str, ...] = ("front",)
+    prompt_tokens: int = 0       # the planning prompt's length with every camera's image
+    renamed: bool = False        # the weights were trained with other cameras (timing only)
 
     def summary(self) -> dict:
         def pct(xs):
             return {"p50": float(np.percentile(xs, 50)), "p95": float(np.percentile(xs, 95)),
                     "n": len(xs)} if xs else {"p50": None, "p95": None, "n": 0}
-        return {"frames": self.frames, "planner_ms": pct(self.planner_ms),
+        return {"frames": self.frames, "cameras": list(self.cameras),
+                "prompt_tokens": self.prompt_tokens, "weights_for_other_cameras": self.renamed,
+                "planner_ms": pct(self.planner_ms),
                 "node_image_to_path_ms": pct(self.node_path_ms),
                 "node_image_to_markers_ms": pct(self.node_result_ms),
                 "planner_parse_failures": self.planner_parse_failures}
@@ -89,19 +100,39 @@ class BenchResult:
         return "\n".join(lines)
 
 
-def bench_frames(count: int, width: int, height: int) -> list[np.ndarray]:
-    """Front-camera frames of a simulated highway episode, (H, W, 3) uint8 RGB."""
-    from wamdiff2_core.sim.camera import CameraConfig
+def bench_frames(count: int, width: int, height: int, cameras: str | None = None
+                 ) -> list[list[np.ndarray]]:
+    """Frames of a simulated highway episode: per frame, each camera's (H, W, 3) uint8 RGB
+    image (the front camera alone, or the rig `cameras`: sim.camera.load_rig)."""
+    from wamdiff2_core.sim.camera import CameraConfig, load_rig
     from wamdiff2_core.sim.renderer import CameraRenderer
     from wamdiff2_core.sim.world import World
 
+    camera = CameraConfig(width=width, height=height)
+    rig = load_rig(cameras, camera) if cameras else camera
     world = World("highway", seed=0)
     frames = []
-    with CameraRenderer(CameraConfig(width=width, height=height), world.lanes) as renderer:
+    with CameraRenderer(rig, world.lanes) as renderer:
         for _ in range(count):
-            frames.append(renderer.render(world.ego_state(), world.others(150.0)).rgb)
+            frames.append([f.rgb for f in renderer.render_rig(world.ego_state(),
+                                                              world.others(150.0))])
             world.step()
     return frames
+
+
+def rig_checkpoint(cfg: BenchConfig, names: tuple[str, ...], folder: Path
+                   ) -> tuple[BenchConfig, bool]:
+    """`cfg` with a checkpoint whose cameras are `names`: its own when it was trained with
+    them, else a copy of its weights in `folder` that names them (True: renamed)."""
+    from dataclasses import replace
+
+    from wamdiff2_core.planner import load_model
+
+    model = load_model(cfg.checkpoint, fields=cfg.fields)
+    if model.fields.cameras == names:
+        return cfg, False
+    model.with_fields(source="bench", cameras=names).save_pretrained(folder)
+    return replace(cfg, checkpoint=str(folder)), True
 
 
 class _BarePlanner:
@@ -116,7 +147,13 @@ class _BarePlanner:
                                                backend=cfg.backend, fields=cfg.fields)
         self.planner.warmup()
 
-    def time_plan(self, rgb: np.ndarray) -> tuple[float, bool]:
+    def prompt_tokens(self, images: list[np.ndarray]) -> int:
+        """The planning prompt's length in tokens with these images."""
+        prompt = self.planner.planning_prompt(self._observation(images=images))
+        batch = self.planner.model.processor.encode_prompts([prompt], [images])
+        return int(batch["input_ids"].shape[1])
+
+    def time_plan(self, images: list[np.ndarray]) -> tuple[float, bool]:
         """(milliseconds, whether the answer parsed), planned on a thread of its own.
 
         The node plans on a worker thread; torch's CPU thread pool behaves differently on
@@ -128,7 +165,7 @@ class _BarePlanner:
         def work() -> None:
             start = time.perf_counter()
             try:
-                self.planner.plan(self._observation(images=[rgb]))
+                self.planner.plan(self._observation(images=list(images)))
                 parsed = True
             except self._parse_error:
                 parsed = False
@@ -150,6 +187,9 @@ def node_command(cfg: BenchConfig) -> list[str]:
                  **params.decode_values(cfg.decode),
                  **{f"model.{k}": v for k, v in cfg.fields.items() if k != "block_size"},
                  **cfg.overrides}
+    if cfg.cameras:
+        names = [camera.name for camera in _rig(cfg).cameras]
+        overrides["cameras"] = "[" + ",".join(names) + "]"
     cmd += ["--ros-args", "--params-file", str(cfg.params_file or find_params_file())]
     for name, value in overrides.items():
         cmd += ["-p", f"{name}:={value if value != '' else repr('')}"]
@@ -160,7 +200,7 @@ class NodeClient:
     """Publishes frames (and odometry) to the node; notes when each stamped Path, MarkerArray
     and ~/output/status arrives, and the source (model, last_plan, stop) of each Path."""
 
-    def __init__(self, domain_id: int):
+    def __init__(self, domain_id: int, cameras: tuple[str, ...] = ("front",)):
         import rclpy
         from diagnostic_msgs.msg import DiagnosticArray
         from nav_msgs.msg import Odometry
@@ -179,9 +219,12 @@ class NodeClient:
         self.sources: dict[int, str] = {}
         self._lock = threading.Lock()
         reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
-        self.pub = self.node.create_publisher(
-            Image, f"{NODE}/input/image", QoSProfile(depth=1,
-                                                     reliability=ReliabilityPolicy.RELIABLE))
+        camera_qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
+        topics = ([f"{NODE}/input/image"] if len(cameras) == 1 else
+                  [f"{NODE}/input/{name}/image" for name in cameras])
+        # one publisher per camera, the trigger camera's first (`pub`)
+        self.pubs = [self.node.create_publisher(Image, t, camera_qos) for t in topics]
+        self.pub = self.pubs[0]
         self.odometry_pub = self.node.create_publisher(Odometry, f"{NODE}/input/odometry",
                                                        reliable)
         self.node.create_subscription(PathMsg, f"{NODE}/output/path",
@@ -249,7 +292,7 @@ def running_node(cfg: BenchConfig):
     proc = subprocess.Popen(node_command(cfg), env=dict(os.environ, ROS_DOMAIN_ID=str(domain),
                                                         **dds_profile_env()),
                             stdout=log, stderr=subprocess.STDOUT, text=True)
-    client = NodeClient(domain)
+    client = NodeClient(domain, _rig(cfg).names if cfg.cameras else ("front",))
     try:
         yield proc, log, client
     finally:
@@ -268,28 +311,51 @@ def run_bench(cfg: BenchConfig) -> BenchResult:
     Interleaving keeps both measurements under the same machine load; the first
     `warmup_frames` frames are not timed.
     """
+    frames = bench_frames(cfg.frames + cfg.warmup_frames, cfg.width, cfg.height, cfg.cameras)
+    with tempfile.TemporaryDirectory(prefix="wamdiff2_bench_rig_") as folder:
+        names = _rig(cfg).names if cfg.cameras else None
+        cfg, renamed = rig_checkpoint(cfg, names, Path(folder)) if names else (cfg, False)
+        return _run(cfg, frames, renamed)
+
+
+def _rig(cfg: BenchConfig):
+    from wamdiff2_core.sim.camera import CameraConfig, load_rig
+
+    return load_rig(cfg.cameras, CameraConfig(width=cfg.width, height=cfg.height))
+
+
+def _image_msg(rgb: np.ndarray, stamp_ns: int, frame_id: str):
     from sensor_msgs.msg import Image
 
-    frames = bench_frames(cfg.frames + cfg.warmup_frames, cfg.width, cfg.height)
+    msg = Image(height=rgb.shape[0], width=rgb.shape[1], encoding="rgb8",
+                step=rgb.shape[1] * 3)
+    msg.data = rgb.tobytes()
+    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp_ns, 10**9)
+    msg.header.frame_id = frame_id
+    return msg
+
+
+def _run(cfg: BenchConfig, frames: list[list[np.ndarray]], renamed: bool) -> BenchResult:
     bare = _BarePlanner(cfg)
-    result = BenchResult(frames=cfg.frames, decode=bare.planner.decode_summary())
+    result = BenchResult(frames=cfg.frames, decode=bare.planner.decode_summary(),
+                         cameras=bare.planner.cameras, renamed=renamed,
+                         prompt_tokens=bare.prompt_tokens(frames[0]))
     with running_node(cfg) as (proc, log, client):
-        wait_for(lambda: client.pub.get_subscription_count() > 0, cfg.timeout_s,
-                 "the node to load, warm up and subscribe", proc, log)
-        for i, rgb in enumerate(frames):
+        wait_for(lambda: all(p.get_subscription_count() > 0 for p in client.pubs),
+                 cfg.timeout_s, "the node to load, warm up and subscribe", proc, log)
+        for i, images in enumerate(frames):
             timed = i >= cfg.warmup_frames
-            planner_ms, parsed = bare.time_plan(rgb)
+            planner_ms, parsed = bare.time_plan(images)
             if timed:
                 result.planner_ms.append(planner_ms)
                 result.planner_parse_failures += not parsed
-            msg = Image(height=rgb.shape[0], width=rgb.shape[1], encoding="rgb8",
-                        step=rgb.shape[1] * 3)
-            msg.data = rgb.tobytes()
             now_ns = client.node.get_clock().now().nanoseconds
-            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(now_ns, 10**9)
-            msg.header.frame_id = "camera_front"
+            msgs = [_image_msg(rgb, now_ns, f"camera_{name}")
+                    for rgb, name in zip(images, result.cameras)]
+            for pub, msg in list(zip(client.pubs, msgs))[1:]:
+                pub.publish(msg)                 # the other cameras before the trigger
             start = time.perf_counter()
-            client.pub.publish(msg)
+            client.pub.publish(msgs[0])
             wait_for(lambda: client.arrival("markers", now_ns) and
                      client.arrival("status", now_ns), cfg.timeout_s,
                      f"the node's result for frame {i}", proc, log)
