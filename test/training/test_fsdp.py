@@ -72,6 +72,8 @@ def two(tmp_path_factory, toy_data):
 def test_fsdp_losses_equal_one_process(one, two):
     a, b = losses(one), losses(two)
     assert sorted(a) == sorted(b) == list(range(1, STEPS + 1))
+    for row in read_metrics(two):                   # throughput of every logged step
+        assert row["tokens_per_s"] > 0 and row["samples_per_s"] > 0 and "mfu" not in row
     for step in a:
         assert b[step] == pytest.approx(a[step], abs=1e-5), step
     wa, wb = weights(one / "final"), weights(two / "final")
