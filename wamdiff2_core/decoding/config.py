@@ -1,5 +1,6 @@
 """Decoding settings: what to decode (``DecodeConfig``, its commit rule settled by
-``resolve_decode``) and how the fast decoders run (``FastConfig``). Torch-free."""
+``resolve_decode``), how the fast decoders run (``FastConfig``) and how exact mode drafts
+and verifies (``ExactConfig``). Torch-free."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
@@ -154,3 +155,64 @@ class FastConfig:
             raise ValueError("batch_buckets must be a non-empty increasing tuple")
         if self.len_multiple < 1:
             raise ValueError(f"len_multiple must be >= 1, got {self.len_multiple}")
+
+
+#: Exact mode's settings where the caller leaves them None (``ExactConfig``), chosen on
+#: validation frames (simulator seed 2000, judged on seed 3000; docs/decoding.md, "Exact
+#: mode"): one denoising step per draft, a new draft once fewer than 4 drafted tokens are
+#: left, 24 positions per verifier forward on a CPU (where a forward's cost grows with its
+#: positions; elsewhere the whole block, which costs a GPU about one next-token step).
+DEFAULT_DRAFT_STEPS = 1
+DEFAULT_MIN_TAIL = 4
+DEFAULT_CPU_VERIFY_WIDTH = 24
+
+
+@dataclass(frozen=True)
+class ExactConfig:
+    """How exact mode (``DecodeConfig.mode == "exact"``) drafts and verifies. The answers
+    never depend on it (they are the verifier's greedy answers, whatever the drafts); the
+    speed does. None: the default.
+
+    draft_steps: denoising steps the drafter spends on a block at most (the draft budget;
+        the last step fills every position still masked).
+    min_tail: a new block is drafted once a row still decoding has fewer than this many
+        drafted tokens left after its position; until then each verify re-reads the rest
+        of the last draft.
+    verify_width: positions one verifier forward reads (at most the block size; None:
+        ``DEFAULT_CPU_VERIFY_WIDTH`` on a CPU, the block size elsewhere). A verify accepts
+        at most this many tokens.
+    lookahead: after a verify, its choices past the accepted run (the verifier's guesses
+        given the draft as it was) replace the draft there, for the next verify to read;
+        False keeps the drafter's tokens there.
+    """
+    draft_steps: int | None = None
+    min_tail: int | None = None
+    verify_width: int | None = None
+    lookahead: bool = True
+
+    def __post_init__(self):
+        if not isinstance(self.lookahead, bool):
+            raise ValueError(f"lookahead must be true or false, got {self.lookahead!r}")
+        for name in ("draft_steps", "min_tail", "verify_width"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value < 1):
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+
+    def resolved(self, block: int, device) -> "ExactConfig":
+        """Every field set, for drafts of ``block`` positions on ``device`` (a torch device
+        or its name)."""
+        cpu = str(device).split(":")[0] == "cpu"
+        width = self.verify_width or (DEFAULT_CPU_VERIFY_WIDTH if cpu else block)
+        return ExactConfig(min(self.draft_steps or DEFAULT_DRAFT_STEPS, block),
+                           self.min_tail or DEFAULT_MIN_TAIL, min(width, block),
+                           self.lookahead)
+
+    def summary(self) -> str:
+        """One line, e.g. "draft steps: 1, redraft below 4 tokens, verify width: 24 on a CPU,
+        the block elsewhere" (None fields as their defaults)."""
+        width = self.verify_width or (f"{DEFAULT_CPU_VERIFY_WIDTH} on a CPU, the block "
+                                      "elsewhere")
+        return (f"draft steps: {self.draft_steps or DEFAULT_DRAFT_STEPS}, redraft below "
+                f"{self.min_tail or DEFAULT_MIN_TAIL} tokens, verify width: {width}"
+                + ("" if self.lookahead else ", no lookahead"))
