@@ -30,35 +30,42 @@ class ARState:
 
     def __init__(self, runner: FastRunner, batch: int, greedy: bool, max_len: int,
                  auto: DeviceAutomaton | None = None):
-        text, dev = runner.text, runner.device
+        self.text, dev = runner.text, runner.device
         f = runner.model.fields
         self.mask_id, self.eoa, self.greedy = f.mask_token_id, f.eoa_token_id, greedy
+        self.batch = batch
         # constrained: each token is a one-position block of the answer's language
         self.cons = auto and FastConstraint(auto, batch, 1, self.mask_id, self.eoa)
-        self.cache = text.new_cache(batch, max_len)
+        self.cache = self.text.new_cache(batch, max_len)
         self.attn = runner.new_attention(batch, 1, max_len)
         long = dict(dtype=torch.long, device=dev)
         self.tok = torch.full((batch, 1), self.eoa, **long)                    # (Bb, 1)
         self.c = torch.zeros(1, **long)                                        # answer offset
         self.base = torch.zeros(batch, **long)                                 # prompt lengths
-        self.cos = torch.zeros(batch, max_len, text.head_dim, dtype=text.dtype, device=dev)
+        self.cos = torch.zeros(batch, max_len, self.text.head_dim, dtype=self.text.dtype,
+                               device=dev)                                     # (Bb, L, D)
         self.sin = torch.zeros_like(self.cos)                                  # (Bb, L, D)
         self.out = torch.full((batch, max_len), self.eoa, **long)              # (Bb, L)
         self.done = torch.ones(batch, dtype=torch.bool, device=dev)            # (Bb,)
 
-        def forward():
-            cos = self.cos.index_select(1, self.c)                             # (Bb, 1, D)
-            sin = self.sin.index_select(1, self.c)
-            slots = (self.base + self.c).unsqueeze(-1)                         # (Bb, 1)
-            return text.forward(self.tok, cos, sin, slots, self.base + self.c + 1,
-                                self.cache, self.attn)                          # (Bb, 1, V)
-
-        def step():
-            self.select(forward(), 0.0, None, batch)
-
         self.attn.plan([1] * batch)          # a plan must exist before warm-up / capture
-        self.step = STEP_MODES[runner.mode](step if greedy else forward, pool=runner.pool,
-                                             device=runner.device)
+        # greedy: forward and select as one compiled or captured step; sampling: the forward
+        # alone, select eager on the real rows with the reference's random stream
+        self.step = STEP_MODES[runner.mode](self.greedy_step if greedy else self.forward,
+                                            pool=runner.pool, device=dev)
+
+    def greedy_step(self) -> None:
+        """``forward``, then ``select`` greedily for every row of the bucket."""
+        self.select(self.forward(), 0.0, None, self.batch)
+
+    def forward(self) -> torch.Tensor:
+        """Logits (Bb, 1, V) of the token at answer offset ``c``, its K/V written at slot
+        ``base + c``."""
+        cos = self.cos.index_select(1, self.c)                                 # (Bb, 1, D)
+        sin = self.sin.index_select(1, self.c)
+        slots = (self.base + self.c).unsqueeze(-1)                             # (Bb, 1)
+        return self.text.forward(self.tok, cos, sin, slots, self.base + self.c + 1,
+                                 self.cache, self.attn)                        # (Bb, 1, V)
 
     def choose(self, logits: torch.Tensor, temperature: float, gen, rows: int,
                offset: torch.Tensor) -> torch.Tensor:

@@ -76,7 +76,7 @@ def low_confidence_leftmost(confidence, masked, quota, last, threshold):
     (how many digits a waypoint's integer part has), ranking unsure positions by confidence
     commits characters that assume a layout not yet chosen ("1..8", ",,"); on the bundled
     model's held-out frames this rule leaves fewer plans unparsed than the AR teacher at
-    several times its tokens per forward (README, "Measured")."""
+    several times its tokens per forward (docs/benchmarks.md)."""
     return masked & ((confidence >= threshold) | (position_rank(masked) < quota) | last)
 
 

@@ -87,8 +87,8 @@ def _constrained_latency(state, model, language, block, batch, reps, dev) -> dic
         return _time(run, reps, dev) - _time(fresh, reps, dev)
     return {"block_step_constrained": timed(lambda: st.run_step(0.0, None, batch)),
             "last_step_constrained": timed(lambda: st.run_step(0.0, None, batch, last=True)),
-            "constraint_select": timed(lambda: st.cselect[False]()),
-            "constraint_fill": timed(lambda: st.cselect[True]())}
+            "constraint_select": timed(lambda: st.selects[False]()),
+            "constraint_fill": timed(lambda: st.selects[True]())}
 
 
 def _time(fn: Callable[[], object], reps: int, device: torch.device) -> float:
