@@ -91,10 +91,14 @@ def test_output_dir_that_is_a_file(toy_data, tmp_path, capsys):
     blocker = tmp_path / "blocker"
     blocker.write_text("not a folder")
     code = main(train_argv(toy_data, blocker))
-    assert_one_sentence(code, capsys.readouterr().err, f"output.dir '{blocker}' is a file")
+    assert_one_sentence(code, capsys.readouterr().err,
+                        f"output.dir {blocker} is a file, not a folder")
     code = main(train_argv(toy_data, blocker / "run"))
     assert_one_sentence(code, capsys.readouterr().err, "cannot be created",
-                        f"'{blocker}' is a file")
+                        f"{blocker} is a file, not a folder")
+    code = main(train_argv(toy_data, "/proc/wamdiff2-no-such-place/run"))   # issue 45
+    assert_one_sentence(code, capsys.readouterr().err, "output.dir /proc/wamdiff2-no-such-"
+                        "place/run cannot be written (in /proc)")
     assert blocker.read_text() == "not a folder"
     assert_trains(toy_data, tmp_path / "out", capsys)
 

@@ -16,12 +16,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import typing
 from dataclasses import dataclass
 from pathlib import Path
 
 from wamdiff2_core.image_files import MAX_IMAGE_PIXELS
+from wamdiff2_core.output_paths import OutputPathError, check_output_path
 from wamdiff2_core.training.config import (LOSS_NORMS, OBJECTIVES, PRECISIONS, PREDICTIONS,
                                             STRATEGIES, TEACHER_PLACEMENTS, Recipe,
                                             RecipeError)
@@ -158,16 +158,12 @@ def _check_init(init: str, what: str) -> None:
 
 
 def check_output_dir(out: str) -> None:
-    """RecipeError unless ``out`` is a directory, or can be made one, that we may write in."""
-    path = Path(out or ".")
-    if path.exists() and not path.is_dir():
-        raise RecipeError(f"output.dir '{path}' is a file, not a directory")
-    existing = next((p for p in (path, *path.parents) if p.exists()), Path("."))
-    if not existing.is_dir():
-        raise RecipeError(f"output.dir '{path}' cannot be created: '{existing}' is a file")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise RecipeError(f"output.dir '{path}' cannot be written: no permission in "
-                          f"'{existing}'")
+    """RecipeError unless ``out`` is a directory, or can be made one, that we may write in
+    (the check every writing command makes: ``output_paths.check_output_path``)."""
+    try:
+        check_output_path(out or ".", "output.dir", folder=True)
+    except OutputPathError as exc:
+        raise RecipeError(str(exc)) from None
 
 
 def checkpoint_fields(path: str | Path) -> dict:
