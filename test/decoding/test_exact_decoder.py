@@ -17,13 +17,14 @@ from wamdiff2_core import tasks
 from wamdiff2_core.decoding.attention import SdpaAttention
 from wamdiff2_core.decoding.config import DecodeConfig, ExactConfig, FastConfig
 from wamdiff2_core.decoding.constraints.session import automaton_for
+from wamdiff2_core.decoding.engine import DecodingEngine
 from wamdiff2_core.decoding.exact import exact_decode
 from wamdiff2_core.decoding.fast_exact import CausalSdpaAttention, fast_exact_decode
 from wamdiff2_core.decoding.reference import ar_decode
 from wamdiff2_core.decoding.runner import FastRunner
 from wamdiff2_core.decoding.static_model import StaticTextModel
 from wamdiff2_core.decoding.verify import check_verifier, self_verifier
-from wamdiff2_core.model.modeling import Wamdiff2Model
+from wamdiff2_core.model.modeling import CheckpointError, Wamdiff2Model
 from wamdiff2_core.planner import load_model
 from wamdiff2_core.types import bundled_checkpoint_path
 
@@ -95,6 +96,41 @@ def test_self_verifier_answers_are_the_drafters_own_greedy_answers(bundle, const
     out = fast_exact(model, verifier, batches["planning"], cfg, ExactConfig(), language)
     assert out.sequences == want.sequences
     assert out.stats.accepted_per_block > 1.5
+
+
+def test_the_engine_decodes_exact_mode_with_the_checkpoints_teacher(bundle):
+    """``DecodeConfig(mode="exact")`` through a DecodingEngine: the default verifier is the
+    bundled checkpoint's ar_teacher/, on both backends; a given one is checked."""
+    model, teacher, batches = bundle
+    cfg = DecodeConfig(max_new_tokens=MAX_NEW, mode="exact")
+    want = fast_decode(teacher, batches["qa"], DecodeConfig(max_new_tokens=MAX_NEW))
+    for backend in ("fast", "reference"):
+        engine = DecodingEngine(model, backend)
+        assert engine.decode(batches["qa"], cfg).sequences == want.sequences
+        assert engine.exact_verifier().origin.endswith("ar_teacher")
+    mine = DecodingEngine(model, verifier=teacher, exact=ExactConfig(draft_steps=2))
+    out = mine.decode(batches["qa"], cfg)
+    assert out.sequences == want.sequences and mine.exact_verifier() is teacher
+    assert out.stats.denoise_forwards > 0
+    assert "exact (the verifier's greedy answers)" in cfg.summary()
+
+
+def test_exact_mode_refusals(drafter, verifier, camera_images, prompts, tmp_path):
+    batch = encode(drafter, prompts, camera_images, 1)
+    exact_cfg = DecodeConfig(max_new_tokens=8, mode="exact")
+    with pytest.raises(ValueError, match="does not sample"):
+        DecodeConfig(mode="exact", temperature=0.5)
+    with pytest.raises(ValueError, match="mode must be one of"):
+        DecodeConfig(mode="fastest")
+    with pytest.raises(ValueError, match="drafts with a diffusion model"):
+        DecodingEngine(verifier).decode(batch, exact_cfg)
+    with pytest.raises(CheckpointError):
+        DecodingEngine(drafter, verifier=tmp_path).decode(batch, exact_cfg)
+    # a preset ships no teacher: the default verifier is the drafter itself
+    engine = DecodingEngine(drafter)
+    assert engine.exact_verifier().fields.paradigm == "ar"
+    assert engine.decode(batch, exact_cfg).sequences == \
+        ar_decode(verifier, batch, DecodeConfig(max_new_tokens=8)).sequences
 
 
 @pytest.mark.slow   # the reference decoder over every fixture prompt: minutes on 2 cores

@@ -19,6 +19,11 @@ COMMIT_RULES = ("low_confidence_dynamic", "low_confidence_static", "low_confiden
 #: with a static cache; GPU: CUDA graphs).
 BACKENDS = ("fast", "reference")
 DEFAULT_BACKEND = "fast"
+#: How answers are decoded (``DecodeConfig.mode``): "diffusion", the model's own decoding
+#: (block diffusion; a next-token model token by token); "exact", the diffusion model drafts
+#: and a next-token verifier checks, so the answers are the verifier's greedy answers
+#: (``decoding.exact``; ``ExactConfig`` sets how, the engine holds the verifier).
+DECODE_MODES = ("diffusion", "exact")
 #: The rule and threshold a decode uses where the caller sets a rule, threshold or step
 #: budget but leaves these two unset (``resolve_decode``).
 DEFAULT_COMMIT_RULE = "low_confidence_dynamic"
@@ -41,7 +46,11 @@ class DecodeConfig:
     (``decoding.constraints``; the caller names the language). None (default): whenever
     the caller names one (the planner does for plans, detections and questions with a
     closed answer set); True: always (a free-text answer is then kept non-blank); False:
-    never."""
+    never.
+
+    ``mode``: one of ``DECODE_MODES``. In "exact" mode the answers are a verifier's greedy
+    answers (the engine's: the checkpoint's AR teacher by default), drafted with the rule,
+    threshold and block size here; the decode is greedy (``temperature`` 0)."""
     block_size: int | None = None
     steps_per_block: int | None = None
     threshold: float | None = None
@@ -50,6 +59,7 @@ class DecodeConfig:
     max_new_tokens: int = 128
     seed: int = 0
     constrained: bool | None = None
+    mode: str = "diffusion"
 
     def __post_init__(self):
         if self.block_size is not None and not 1 <= self.block_size <= 256:
@@ -68,6 +78,11 @@ class DecodeConfig:
         if self.constrained not in (None, True, False):
             raise ValueError(f"constrained must be None, True or False, got "
                              f"{self.constrained!r}")
+        if self.mode not in DECODE_MODES:
+            raise ValueError(f"mode must be one of {DECODE_MODES}, got {self.mode!r}")
+        if self.mode == "exact" and self.temperature > 0:
+            raise ValueError("exact mode returns the verifier's greedy answers; it does not "
+                             f"sample (temperature {self.temperature:g} asked)")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -80,6 +95,9 @@ class DecodeConfig:
         threshold = f" at {self.threshold:g}" if self.threshold is not None else ""
         steps = self.steps_per_block or "one per position"
         block = self.block_size or "the checkpoint's"
+        if self.mode == "exact":          # the draft budget is the engine's ExactConfig
+            return f"exact (the verifier's greedy answers), drafts: {rule}{threshold}, " \
+                   f"block size: {block}"
         return f"{rule}{threshold}, steps: {steps}, block size: {block}"
 
 

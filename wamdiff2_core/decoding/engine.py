@@ -25,30 +25,43 @@ from __future__ import annotations
 
 import threading
 
-from wamdiff2_core.decoding import fast, fast_ar, reference
-from wamdiff2_core.decoding.config import BACKENDS, DecodeConfig, FastConfig, resolve_decode
+from wamdiff2_core.decoding import exact, fast, fast_ar, fast_exact, reference
+from wamdiff2_core.decoding.config import (BACKENDS, DecodeConfig, ExactConfig, FastConfig,
+                                          resolve_decode)
 from wamdiff2_core.decoding.constraints.automaton import DeviceAutomaton
 from wamdiff2_core.decoding.constraints.session import (check_budget, device_automaton,
                                                         language_for)
 from wamdiff2_core.decoding.output import DecodeOutput, DecodeStats
 from wamdiff2_core.decoding.runner import FastRunner
+from wamdiff2_core.decoding.verify import check_verifier, load_verifier
 from wamdiff2_core.model.modeling import Wamdiff2Model
 from wamdiff2_core.tasks.languages import AnswerLanguage
 
 
 class DecodingEngine:
     """Decodes answers of ``model`` with ``backend`` ("fast" or "reference"); ``fast`` sets
-    how the fast decoders run (the tokens never depend on it)."""
+    how the fast decoders run (the tokens never depend on it).
+
+    Exact mode (``DecodeConfig.mode == "exact"``) returns ``verifier``'s greedy answers:
+    a next-token ``Wamdiff2Model``, a checkpoint directory, ``"self"`` (the model's own
+    weights read next-token) or None: the AR teacher the model's checkpoint ships in
+    ``ar_teacher/``, else ``"self"``. It is loaded and checked on the first exact decode (or
+    by ``exact_verifier``), and with the fast backend gets a runner of its own. ``exact``
+    sets how exact mode drafts and verifies (never the answers)."""
 
     def __init__(self, model: Wamdiff2Model, backend: str = "fast",
-                 fast: FastConfig = FastConfig()):
+                 fast: FastConfig = FastConfig(), verifier=None,
+                 exact: ExactConfig = ExactConfig()):
         if backend not in BACKENDS:
             raise ValueError(f"unknown decoder backend {backend!r}; known: "
                              f"{', '.join(BACKENDS)}")
-        self.model, self.backend, self.fast = model, backend, fast
+        self.model, self.backend, self.fast, self.exact = model, backend, fast, exact
         self.runner = FastRunner(model, fast) if backend == "fast" else None
         self.automata: dict[AnswerLanguage, DeviceAutomaton] = {}
         self.lock = threading.Lock()
+        self.verifier_spec = verifier           # as given; ``exact_verifier()`` loads it
+        self._verifier: Wamdiff2Model | None = None
+        self._verifier_runner: FastRunner | None = None
 
     def __repr__(self) -> str:
         where = f", mode {self.runner.mode}" if self.runner else ""
@@ -81,11 +94,47 @@ class DecodingEngine:
         language = language_for(cfg, language)
         with self.lock:
             auto = self._automaton(language, cfg.max_new_tokens) if language else None
+            if cfg.mode == "exact":
+                return self._exact_decode(batch, cfg, auto)
             if self.runner is None:
                 return reference.decode(self.model, batch, cfg, automaton=auto)
             if self.model.fields.paradigm == "ar":
                 return fast_ar.decode(self.runner, batch, cfg, auto)
             return fast.decode(self.runner, batch, cfg, auto)
+
+    def exact_verifier(self) -> Wamdiff2Model:
+        """The verifier of exact mode, loaded and checked on first use.
+
+        Raises:
+            CheckpointError: its directory is not a loadable checkpoint.
+            ValueError: the model is not a diffusion model, or the verifier is not a
+                next-token model sharing its tokenizer.
+        """
+        with self.lock:
+            return self._exact_verifier()
+
+    def _exact_verifier(self) -> Wamdiff2Model:
+        if self._verifier is None:
+            if self.model.fields.paradigm != "diffusion":
+                raise ValueError(f"exact mode drafts with a diffusion model; "
+                                 f"{self.model.origin or 'this model'} is a next-token model")
+            spec = self.verifier_spec
+            if isinstance(spec, Wamdiff2Model):
+                check_verifier(self.model, spec)
+                self._verifier = spec
+            else:
+                self._verifier = load_verifier(self.model, spec)
+        return self._verifier
+
+    def _exact_decode(self, batch: dict, cfg: DecodeConfig,
+                      auto: DeviceAutomaton | None) -> DecodeOutput:
+        verifier = self._exact_verifier()
+        if self.runner is None:
+            return exact.exact_decode(self.model, verifier, batch, cfg, self.exact, auto)
+        if self._verifier_runner is None:
+            self._verifier_runner = FastRunner(verifier, self.fast)
+        return fast_exact.fast_exact_decode(self.runner, self._verifier_runner, batch, cfg,
+                                            self.exact, auto)
 
     def warmup(self, batch: dict, cfg: DecodeConfig,
                language: AnswerLanguage | None = None) -> DecodeStats:

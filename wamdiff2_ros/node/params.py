@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 
 from wamdiff2_core.decoding import COMMIT_RULES, DecodeConfig
-from wamdiff2_core.decoding.config import BACKENDS, DEFAULT_BACKEND
+from wamdiff2_core.decoding.config import BACKENDS, DECODE_MODES, DEFAULT_BACKEND
 from wamdiff2_core.tasks import COMMANDS, MAX_ACCEL_MPS2, MAX_SPEED_MPS, check_cameras
 
 TASKS = ("planning", "detection", "qa")
@@ -93,6 +93,10 @@ _DECODE: dict[str, tuple[Any, str, tuple | None, Callable[[Any], Any]]] = {
     "constrained": (True, "Keep answers inside their task's language so that they always "
                           "parse: plans, detections, and free-text answers non-blank; "
                           "false: off", None, bool),
+    "mode": ("diffusion", "How answers are decoded: diffusion (the model's own parallel "
+                          "decoding) or exact (the diffusion model drafts and its verifier, "
+                          "the checkpoint's AR teacher, checks: the teacher's greedy "
+                          "answers)", None, str),
 }
 
 # Planning overrides: DecodeConfig field -> (ROS default meaning "as decode.*", description,
@@ -119,7 +123,8 @@ def _decode_specs(prefix: str, table: dict, rules: tuple[str, ...]) -> list[Para
             f"{prefix}.{field}", default, description, "decode",
             int_range=limits if is_int and limits else None,
             float_range=limits if not is_int and isinstance(default, float) else None,
-            choices=rules if field == "commit_rule" else None, field=field))
+            choices=rules if field == "commit_rule" else
+            DECODE_MODES if field == "mode" else None, field=field))
     return specs
 
 
