@@ -30,6 +30,7 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from wamdiff2_ros.node import dds
+from wamdiff2_ros.node.topics import parse_camera_topics
 
 PACKAGE = "wamdiff2_ros"
 NODE_NAME = "wamdiff2_planner"
@@ -57,20 +58,13 @@ def camera_remaps(camera_topics: str) -> tuple[list[str], list[tuple[str, str]]]
     """The camera names and remaps of `camera_topics` ("front:=/a,left:=/b"): one camera
     onto ~/input/image, several onto ~/input/<name>/image (each + /compressed). ValueError
     (one sentence) for an item that is not NAME:=TOPIC or a name given twice."""
-    names, remaps = [], []
-    items = [item.strip() for item in camera_topics.split(",") if item.strip()]
-    for item in items:
-        name, sep, topic = (part.strip() for part in item.partition(":="))
-        if not sep or not name or not topic:
-            raise ValueError(f"camera_topics: {item!r} is not NAME:=TOPIC (e.g. "
-                             f"front:=/cam_f/image_raw,left:=/cam_l/image_raw)")
-        if name in names:
-            raise ValueError(f"camera_topics names camera {name!r} twice")
-        names.append(name)
-        inputs = CAMERA_REMAPS if len(items) == 1 else (f"~/input/{name}/image",
+    pairs = parse_camera_topics(camera_topics)
+    remaps = []
+    for name, topic in pairs:
+        inputs = CAMERA_REMAPS if len(pairs) == 1 else (f"~/input/{name}/image",
                                                         f"~/input/{name}/image/compressed")
         remaps += [(inputs[0], topic), (inputs[1], topic.rstrip("/") + "/compressed")]
-    return names, remaps
+    return [name for name, _ in pairs], remaps
 
 
 def _planner_node(context):

@@ -90,6 +90,22 @@ def check_source(source: str | Path | None) -> None:
     inspect_checkpoint(source)
 
 
+def read_cameras(source: str | Path | None) -> tuple[str, ...]:
+    """The cameras a model source was trained with, without loading it: a checkpoint's
+    config.json ``wamdiff2.cameras``; a preset, or a checkpoint that names none: the front
+    camera alone. CheckpointError for an unreadable config or a bad camera list."""
+    from wamdiff2_core.model.presets import is_preset
+    from wamdiff2_core.tasks.cameras import DEFAULT_CAMERAS, check_cameras
+
+    if source is None or is_preset(str(source)):
+        return DEFAULT_CAMERAS
+    section = read_config(Path(source)).get("wamdiff2") or {}
+    try:
+        return check_cameras(section.get("cameras") or DEFAULT_CAMERAS, "its cameras")
+    except ValueError as exc:
+        raise CheckpointError(f"{source}/config.json: {exc}") from None
+
+
 def read_config(path: Path) -> dict:
     """config.json as a dict, refused unless it is a Qwen3-VL / WAM-Diff2 config that states
     every shape."""

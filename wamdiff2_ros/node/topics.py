@@ -30,3 +30,23 @@ def camera_topics(config: NodeConfig) -> list[tuple[type, str]]:
     if len(config.cameras) == 1:
         return [(msg_type, f"~/input/{suffix}")]
     return [(msg_type, f"~/input/{name}/{suffix}") for name in config.cameras]
+
+
+def parse_camera_topics(text: str) -> list[tuple[str, str]]:
+    """(camera name, topic) pairs of "front:=/cam_f/image_raw,left:=/cam_l/image_raw" (the
+    launch file's `camera_topics`, `bag eval --camera-topics`). ValueError (one sentence)
+    for an item that is not NAME:=TOPIC, a name given twice, or nothing at all."""
+    pairs: list[tuple[str, str]] = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        name, sep, topic = (part.strip() for part in item.partition(":="))
+        if not sep or not name or not topic:
+            raise ValueError(f"camera topics: {item!r} is not NAME:=TOPIC (e.g. "
+                             f"front:=/cam_f/image_raw,left:=/cam_l/image_raw)")
+        if name in dict(pairs):
+            raise ValueError(f"camera topics name camera {name!r} twice")
+        pairs.append((name, topic))
+    if not pairs:
+        raise ValueError("camera topics: none given (NAME:=TOPIC,NAME:=TOPIC)")
+    return pairs

@@ -89,15 +89,24 @@ def describe_gaps(gaps: Sequence[CameraGap]) -> tuple[str, str]:
 
 def gather(trigger: CameraImage, others: dict[int, Sequence[CameraImage]],
            config: NodeConfig) -> tuple[Frame, tuple[CameraGap, ...]]:
-    """The frame of `trigger` with each other camera's image nearest the trigger's stamp,
-    and the gaps: a camera with no image at all, or whose newest is `input_timeout_s` or
-    more older than the trigger, is missing; one whose nearest image is further than
-    `camera_sync_tolerance_s` from the trigger's stamp is late. The frame's images are in
-    camera order (a gap leaves its camera out: such a frame is not planned)."""
+    """`gather_images` with the node's `cameras`, `camera_sync_tolerance_s` and
+    `input_timeout_s`."""
+    return gather_images(trigger, others, config.cameras, config.camera_sync_tolerance_s,
+                         config.input_timeout_s)
+
+
+def gather_images(trigger: CameraImage, others: dict[int, Sequence[CameraImage]],
+                  cameras: Sequence[str], tolerance: float, silent: float
+                  ) -> tuple[Frame, tuple[CameraGap, ...]]:
+    """The frame of `trigger` (camera `cameras[0]`) with each other camera's image nearest
+    the trigger's stamp (`others[k]`: camera k's recent images), and the gaps: a camera with
+    no image at all, or whose newest is `silent` s or more older than the trigger (0: never),
+    is missing; one whose nearest image is further than `tolerance` s from the trigger's
+    stamp is late. The frame's images are in camera order (a gap leaves its camera out: such
+    a frame is not planned). `bag eval` gathers a bag's frames with it too."""
     images, gaps = [trigger.rgb], []
-    tolerance, silent = config.camera_sync_tolerance_s, config.input_timeout_s
-    first = config.cameras[0]
-    for index, name in enumerate(config.cameras[1:], start=1):
+    first = cameras[0]
+    for index, name in enumerate(cameras[1:], start=1):
         history = others.get(index, ())
         if not history:
             gaps.append(CameraGap(name, CAMERA_MISSING, "no image since activation"))

@@ -10,8 +10,9 @@ import json
 import sys
 from pathlib import Path
 
-from wamdiff2_core.apps.common import (CliError, add_decode_options, apply_threads, check_threads,
-                                       decode_config, language_hint, subgroup)
+from wamdiff2_core.apps.common import (CAMERAS_HELP, CliError, add_decode_options,
+                                       apply_threads, check_threads, decode_config,
+                                       language_hint, subgroup)
 from wamdiff2_core.apps.outputs import check_output
 
 
@@ -70,9 +71,10 @@ def register(subparsers) -> None:
 def _register_record(group) -> None:
     p = group.add_parser(
         "record-sim", help="simulator episodes into a ROS 2 bag",
-        description="Simulate expert episodes and record the front camera (Image and "
-                    "CompressedImage, CameraInfo), odometry, the navigation command and "
-                    "ground truth (future path, boxes) into a bag. Deterministic.")
+        description="Simulate expert episodes and record the front camera or a camera rig "
+                    "(Image and CompressedImage, CameraInfo per camera), odometry, the "
+                    "navigation command and ground truth (future path, boxes) into a bag. "
+                    "Deterministic.")
     p.add_argument("--out", required=True, help="output bag: a .mcap or .db3 file, or a "
                                                 "rosbag2 directory")
     p.add_argument("--format", choices=("mcap", "sqlite3"), default=None,
@@ -84,6 +86,8 @@ def _register_record(group) -> None:
     p.add_argument("--scenarios", default=None,
                    help="comma-separated scenario families, cycled per episode (default: all)")
     p.add_argument("--resolution", default="320x180", help="camera WxH (default 320x180)")
+    p.add_argument("--cameras", default="", metavar="RIG",
+                   help=CAMERAS_HELP + "; several: each on /camera/<name>/...")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_record)
 
@@ -98,7 +102,7 @@ def _record(args) -> int:
     width, height = _checked(parse_resolution, args.resolution)
     config = _checked(RecordConfig, episodes=args.episodes, seed=args.seed,
                       frames=args.frames, scenarios=_checked(parse_scenarios, args.scenarios),
-                      width=width, height=height)
+                      width=width, height=height, cameras=args.cameras)
     _checked(config.episode_config)
     summary = record_sim(args.out, config, args.format, progress=not args.no_progress)
     print(f"wrote {summary.out}: {summary.frames} frames in {summary.episodes} episode(s), "
@@ -187,6 +191,10 @@ def _register_eval(group) -> None:
     p.add_argument("--camera-topic", default=None,
                    help="camera topic (Image or CompressedImage); needed when the bag has "
                         "several or does not use the simulator's names")
+    p.add_argument("--camera-topics", default=None, metavar="NAME:=TOPIC,...",
+                   help="a model of several cameras: each camera's topic, e.g. "
+                        "front:=/cam_f/image_raw,left:=/cam_l/image_raw (default: the "
+                        "simulator's /camera/<name>/image_raw)")
     p.add_argument("--odometry-topic", default=None, help="nav_msgs/Odometry topic")
     p.add_argument("--command-topic", default=None, help="std_msgs/String command topic")
     p.add_argument("--gt-topic", default=None,
@@ -227,6 +235,7 @@ def _eval(args) -> int:
     cfg = EvalConfig(bag=Path(args.bag), out=Path(args.out), report=report, frames_dir=frames,
                      checkpoint=args.checkpoint, decode=decode_config(args),
                      device=args.device, tasks=tasks, camera_topic=args.camera_topic,
+                     camera_topics=_camera_topics(args.camera_topics),
                      odometry_topic=args.odometry_topic, command_topic=args.command_topic,
                      gt_topic=args.gt_topic, default_command=args.command, limit=args.limit,
                      progress=not args.no_progress)
@@ -238,11 +247,23 @@ def _eval(args) -> int:
     return 0
 
 
+def _camera_topics(text: str | None) -> dict[str, str] | None:
+    """`--camera-topics` as {camera: topic}; ArgumentValueError for a malformed value."""
+    from wamdiff2_ros.node.topics import parse_camera_topics
+
+    return None if text is None else dict(_checked(parse_camera_topics, text))
+
+
 def eval_summary(report: dict) -> str:
     """A few lines: frames, parse failures, latency, headline metrics, files."""
+    gaps = report.get("frames_camera_gaps")
     lines = [f"{report['frames']} frames of {report['bag']} "
              f"({report['frames_with_ground_truth']} with ground truth, "
-             f"{report['frames_bad_input']} unusable), checkpoint {report['checkpoint']}"]
+             f"{report['frames_bad_input']} unusable"
+             + (f", {gaps} lacking a camera" if gaps else "")
+             + f"), checkpoint {report['checkpoint']}"
+             + (f", cameras {', '.join(report['cameras'])}" if len(report['cameras']) > 1
+                else "")]
     for task in ("planning", "detection"):
         t = report.get(task)
         if t:

@@ -31,7 +31,7 @@ from wamdiff2_ros.tools.bag_io import (BagError, BagReader, BagWriter, publish_a
                                        usable_path)
 from wamdiff2_ros.tools.bag_layout import BASE_FRAME, TYPES, OutputTopics
 from wamdiff2_ros.tools.bag_overlay import CameraModel, draw_overlay, write_png
-from wamdiff2_ros.tools.bag_predict import FramePrediction, load_predictor
+from wamdiff2_ros.tools.bag_predict import FramePrediction, load_predictor, predictor_cameras
 
 TASKS = ("planning", "detection")
 
@@ -49,6 +49,7 @@ class EvalConfig:
     device: str = "cpu"
     tasks: tuple[str, ...] = TASKS
     camera_topic: str | None = None
+    camera_topics: dict[str, str] | None = None   # several cameras: name -> topic
     odometry_topic: str | None = None
     command_topic: str | None = None
     gt_topic: str | None = None
@@ -218,6 +219,7 @@ class EvalRun:
         self.ms: dict[str, list[float]] = {"planning": [], "detection": []}
         self.tokens_per_forward: list[float] = []
         self.bad_frames = 0
+        self.gap_frames = 0
         self.camera_source: str | None = None
 
     def add(self, frame: BagFrame) -> None:
@@ -226,6 +228,12 @@ class EvalRun:
             self.bad_frames += 1
             self.per_frame.append({"index": frame.index, "stamp": frame.stamp_s,
                                    "bad_input": str(frame.bad_input)})
+            return
+        if frame.gaps:               # as the node: a camera without an image, no plan
+            self.gap_frames += 1
+            self.per_frame.append({"index": frame.index, "stamp": frame.stamp_s,
+                                   "camera_gaps": [{"camera": g.camera, "kind": g.kind,
+                                                    "reason": g.reason} for g in frame.gaps]})
             return
         pred = self.predictor.predict(frame, self.cfg.tasks)
         for topic, msgtype, msg in frame_messages(frame, pred, self.out_topics):
@@ -263,7 +271,9 @@ class EvalRun:
             "checkpoint": self.predictor.name, "decode": cfg.decode.to_dict(),
             "tasks": list(cfg.tasks), "topics": topics.describe(),
             "camera_model": self.camera_source,
+            "cameras": list(topics.cameras),
             "frames": len(self.per_frame), "frames_bad_input": self.bad_frames,
+            "frames_camera_gaps": self.gap_frames,
             "frames_with_ground_truth": self.scorer.frames_with_truth,
             "planning": _task_summary(self.per_frame, "planning", self.ms["planning"],
                                       self.tokens_per_forward),
@@ -287,8 +297,10 @@ def run_eval(cfg: EvalConfig) -> dict:
     _clean_partials(cfg)
     with BagReader(cfg.bag) as bag:
         topics = FrameTopics.resolve(bag, cfg.camera_topic, cfg.odometry_topic,
-                                     cfg.command_topic, gt_path=cfg.gt_topic)
-        check_bag(bag, topics.names(), [topics.camera])
+                                     cfg.command_topic, gt_path=cfg.gt_topic,
+                                     cameras=predictor_cameras(cfg.checkpoint),
+                                     camera_topics=cfg.camera_topics)
+        check_bag(bag, topics.names(), [topics.camera, *topics.others])
         camera = camera_document(bag, topics)
         predictor = load_predictor(cfg.checkpoint, cfg.decode, cfg.device)
         frames_tmp = staged_path(cfg.frames_dir) if cfg.frames_dir else None

@@ -1,13 +1,16 @@
 """Camera frames of a bag with what the planner needs at each: command, ego motion, truth.
 
 `FrameTopics.resolve` finds the topics (the simulator layout by default, any bag when the
-camera topic is named) and checks them; `read_frames` walks the bag in log-time order and
-converts messages with the node's own conversions (`wamdiff2_ros.node.images`, `.odometry`), so
-offline evaluation sees exactly what the live node would.
+camera topic is named; with a model of several cameras, each camera's) and checks them;
+`read_frames` walks the bag in log-time order and converts messages with the node's own
+conversions (`wamdiff2_ros.node.images`, `.odometry`) and gathers the other cameras' images
+to each frame as the node does (`wamdiff2_ros.node.worker.gather_images`), so offline
+evaluation sees exactly what the live node would.
 """
 from __future__ import annotations
 
 import json
+from collections import deque
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
@@ -17,12 +20,18 @@ from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import CameraInfo, CompressedImage, Image
 from std_msgs.msg import String
 
-from wamdiff2_core.tasks import COMMANDS, MAX_ACCEL_MPS2, MAX_SPEED_MPS
+from wamdiff2_core.tasks import COMMANDS, DEFAULT_CAMERAS, MAX_ACCEL_MPS2, MAX_SPEED_MPS
+from wamdiff2_ros.node import params
 from wamdiff2_ros.node.bad_input import BadInput
 from wamdiff2_ros.node.images import compressed_to_rgb, image_to_rgb
 from wamdiff2_ros.node.odometry import EgoMotion, OdometryTracker, sample_from_msg
 from wamdiff2_ros.tools.bag_io import BagError, BagReader, header_stamp_ns, message_class
-from wamdiff2_ros.tools.bag_layout import CAMERA_TYPES, SIM_TOPICS, TYPES, parse_ground_truth
+from wamdiff2_ros.node.worker import HISTORY, CameraGap, CameraImage, gather_images
+from wamdiff2_ros.tools.bag_layout import (CAMERA_TYPES, SIM_TOPICS, TYPES, parse_ground_truth,
+                                           sim_camera_topics)
+
+#: How the other cameras' images are gathered to a frame: the node's default parameters.
+_NODE_DEFAULTS = {p.name: p.default for p in params.PARAMS}
 
 
 @dataclass(frozen=True)
@@ -37,16 +46,30 @@ class FrameTopics:
     gt_meta: str | None = None
     camera_info: str | None = None
     camera_json: str | None = None
+    cameras: tuple[str, ...] = DEFAULT_CAMERAS     # the camera names, the trigger's first
+    others: tuple[str, ...] = ()                   # the topics of cameras[1:]
 
     @classmethod
     def resolve(cls, bag: BagReader, camera: str | None = None, odometry: str | None = None,
                 command: str | None = None, gt_path: str | None = None,
-                gt_meta: str | None = None) -> FrameTopics:
+                gt_meta: str | None = None, cameras: tuple[str, ...] = DEFAULT_CAMERAS,
+                camera_topics: dict[str, str] | None = None) -> FrameTopics:
         """Named topics must exist with the right type; unnamed ones are looked up
-        (simulator names first, else the only topic of the type); BagError otherwise."""
-        if camera is None:
+        (simulator names first, else the only topic of the type); BagError otherwise.
+        `cameras`: the model's cameras; with several, `camera_topics` (name -> topic) or
+        the simulator's /camera/<name>/image_raw gives each camera's topic."""
+        topics = _rig_topics(bag, cameras, camera_topics) if len(cameras) > 1 or \
+            camera_topics else None
+        if topics is not None:
+            camera = topics[0]
+        elif camera is None:
             camera = _find_camera(bag)
         camera_type = bag.require_topic(camera, *CAMERA_TYPES).msgtype
+        for other in (topics or [])[1:]:
+            if bag.require_topic(other, *CAMERA_TYPES).msgtype != camera_type:
+                raise BagError(f"bag {bag.path}: camera topics {camera} and {other} are of "
+                               f"different types; all cameras must be Image or all "
+                               f"CompressedImage")
 
         def pick(given: str | None, default: str, msgtype: str, unique: bool) -> str | None:
             if given is not None:
@@ -63,15 +86,18 @@ class FrameTopics:
                    gt_path=pick(gt_path, SIM_TOPICS.gt_path, TYPES["path"], False),
                    gt_meta=pick(gt_meta, SIM_TOPICS.gt_meta, TYPES["string"], False),
                    camera_info=pick(None, SIM_TOPICS.camera_info, TYPES["camera_info"], True),
-                   camera_json=pick(None, SIM_TOPICS.camera_json, TYPES["string"], False))
+                   camera_json=pick(None, SIM_TOPICS.camera_json, TYPES["string"], False),
+                   cameras=tuple(cameras) if topics else DEFAULT_CAMERAS,
+                   others=tuple((topics or [])[1:]))
 
     def describe(self) -> dict:
         return {k: v for k, v in self.__dict__.items()}
 
     def names(self) -> list[str]:
         """The topics this evaluation reads (the ones the bag has)."""
-        return [t for t in (self.camera, self.odometry, self.command, self.gt_path,
-                            self.gt_meta, self.camera_info, self.camera_json) if t]
+        return [t for t in (self.camera, *self.others, self.odometry, self.command,
+                            self.gt_path, self.gt_meta, self.camera_info, self.camera_json)
+                if t]
 
 
 def _deserialize(raw: bytes, cls, topic: str, bag: BagReader, index: int | None = None):
@@ -139,6 +165,25 @@ def check_bag(bag: BagReader, topics: Iterable[str], cameras: Iterable[str],
     return unusable
 
 
+def _rig_topics(bag: BagReader, cameras: tuple[str, ...],
+                camera_topics: dict[str, str] | None) -> list[str]:
+    """Each camera's topic, in camera order: the given ones (they must name exactly the
+    model's cameras), else the simulator's; BagError with the fix otherwise."""
+    example = ",".join(f"{n}:=TOPIC" for n in cameras)
+    if camera_topics:
+        if set(camera_topics) != set(cameras):
+            raise BagError(f"--camera-topics names the cameras {', '.join(camera_topics)} "
+                           f"but the model reads {', '.join(cameras)} ({example})")
+        return [camera_topics[n] for n in cameras]
+    topics = [sim_camera_topics(n).image for n in cameras]
+    missing = [t for t in topics if t not in bag.topics]
+    if missing:
+        raise BagError(f"the model reads the cameras {', '.join(cameras)} but bag {bag.path} "
+                       f"has no {', '.join(missing)}: name each camera's topic with "
+                       f"--camera-topics {example}")
+    return topics
+
+
 def _find_camera(bag: BagReader) -> str:
     if SIM_TOPICS.image in bag.topics:
         return SIM_TOPICS.image
@@ -181,6 +226,8 @@ class BagFrame:
     command: str
     motion: EgoMotion
     truth: FrameTruth | None
+    images: tuple[np.ndarray, ...] = ()   # every camera's image (rgb first) when complete
+    gaps: tuple[CameraGap, ...] = ()       # cameras without an image for this frame
 
     @property
     def stamp_s(self) -> float:
@@ -247,9 +294,18 @@ def read_frames(bag: BagReader, topics: FrameTopics, default_command: str = "str
     tracker = OdometryTracker()
     command = default_command
     msg_class = Image if topics.camera_type == TYPES["image"] else CompressedImage
-    wanted = [t for t in (topics.camera, topics.odometry, topics.command) if t]
+    wanted = [t for t in (topics.camera, *topics.others, topics.odometry, topics.command) if t]
+    history = {topic: deque(maxlen=HISTORY) for topic in topics.others}
     index = 0
     for topic, _, log_ns, raw in bag.messages(wanted):
+        if topic in history:                          # another camera: kept to gather from
+            try:
+                history[topic].append(CameraImage(camera_rgb(_deserialize(raw, msg_class,
+                                                                          topic, bag)),
+                                                  None, header_stamp_ns(raw) * 1e-9, 0.0))
+            except BadInput:
+                pass                                  # the node drops it too
+            continue
         if topic == topics.odometry:
             try:
                 tracker.update(sample_from_msg(_deserialize(raw, Odometry, topic, bag),
@@ -267,7 +323,22 @@ def read_frames(bag: BagReader, topics: FrameTopics, default_command: str = "str
             except BadInput as exc:
                 bad = exc
             stamp = header_stamp_ns(raw)
+            images, gaps = ((rgb,) if rgb is not None else (), ())
+            if rgb is not None and topics.others:
+                images, gaps = _gather(rgb, stamp, [history[t] for t in topics.others],
+                                       topics.cameras)
             yield BagFrame(index=index, stamp_ns=stamp, log_ns=log_ns, header=msg.header,
                            rgb=rgb, bad_input=bad, command=command, motion=tracker.motion(),
-                           truth=truth.get(stamp))
+                           truth=truth.get(stamp), images=images if not gaps else (),
+                           gaps=gaps)
             index += 1
+
+
+def _gather(rgb: np.ndarray, stamp_ns: int, histories: list, cameras: tuple[str, ...]
+            ) -> tuple[tuple[np.ndarray, ...], tuple[CameraGap, ...]]:
+    """The frame's images and gaps as the node with its default parameters gathers them."""
+    trigger = CameraImage(rgb, None, stamp_ns * 1e-9, 0.0)
+    frame, gaps = gather_images(trigger, {k: tuple(h) for k, h in enumerate(histories, 1)},
+                                cameras, _NODE_DEFAULTS["camera_sync_tolerance_s"],
+                                _NODE_DEFAULTS["input_timeout_s"])
+    return frame.images, gaps

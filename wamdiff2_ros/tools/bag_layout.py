@@ -8,7 +8,7 @@ document per frame (std_msgs/String) for the rest: there is no vision_msgs here.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 NODE_NAME = "wamdiff2_planner"
 
@@ -28,6 +28,20 @@ class SimTopics:
 
 
 SIM_TOPICS = SimTopics()
+
+
+def sim_camera_topics(name: str, topics: SimTopics = SIM_TOPICS) -> SimTopics:
+    """The simulator topics with camera `name`'s image, compressed image, camera info and
+    camera JSON (``/camera/<name>/...``; the front camera's are SIM_TOPICS' own)."""
+    return replace(topics, image=f"/camera/{name}/image_raw",
+                   compressed=f"/camera/{name}/image_raw/compressed",
+                   camera_info=f"/camera/{name}/camera_info",
+                   camera_json=f"/camera/{name}/camera_json")
+
+
+def camera_frame(name: str) -> str:
+    """The optical frame id of camera `name`'s images (CAMERA_FRAME for the front one)."""
+    return f"camera_{name}_optical"
 
 TYPES = {
     "image": "sensor_msgs/msg/Image",
@@ -51,11 +65,18 @@ GT_SCHEMA = "wamdiff2/ground_truth/v1"
 
 
 def node_input_remaps(node: str = NODE_NAME, topics: SimTopics = SIM_TOPICS,
-                      compressed: bool = False) -> dict[str, str]:
-    """Replay remaps from a simulator bag onto the planner node's inputs."""
-    camera = (topics.compressed, f"/{node}/input/image/compressed") if compressed else \
-        (topics.image, f"/{node}/input/image")
-    return {camera[0]: camera[1], topics.odometry: f"/{node}/input/odometry",
+                      compressed: bool = False, cameras: tuple[str, ...] = ("front",)
+                      ) -> dict[str, str]:
+    """Replay remaps from a simulator bag onto the planner node's inputs; with several
+    `cameras` (a rig), each camera's topics onto ``~/input/<name>/image``."""
+    suffix = "image/compressed" if compressed else "image"
+    remaps = {}
+    for name in cameras:
+        own = topics if len(cameras) == 1 else sim_camera_topics(name, topics)
+        target = f"/{node}/input/{suffix}" if len(cameras) == 1 else \
+            f"/{node}/input/{name}/{suffix}"
+        remaps[own.compressed if compressed else own.image] = target
+    return {**remaps, topics.odometry: f"/{node}/input/odometry",
             topics.command: f"/{node}/input/command"}
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from wamdiff2_core.decoding import DecodeConfig
 from wamdiff2_core.evaluation.predictors import GROUND_TRUTH, TaskAnswer, timed_answer
-from wamdiff2_core.tasks import Detection, format_detections, format_waypoints
+from wamdiff2_core.tasks import DEFAULT_CAMERAS, Detection, format_detections, format_waypoints
 from wamdiff2_core.types import Observation, bundled_checkpoint_path
 from wamdiff2_ros.tools.bag_frames import BagFrame
 
@@ -39,13 +39,13 @@ class PlannerPredictor:
     def predict(self, frame: BagFrame, tasks: tuple[str, ...]) -> FramePrediction:
         out = FramePrediction()
         if "planning" in tasks:
-            obs = Observation(images=[frame.rgb], command=frame.command,
+            obs = Observation(images=list(frame.images), command=frame.command,
                               velocity=frame.motion.velocity,
                               acceleration=frame.motion.acceleration, stamp=frame.stamp_s)
             out.plan = timed_answer(lambda: self.planner.plan(obs))
             out.waypoints = out.plan.result.waypoints if out.plan.ok else None
         if "detection" in tasks:
-            out.detect = timed_answer(lambda: self.planner.detect([frame.rgb]))
+            out.detect = timed_answer(lambda: self.planner.detect(list(frame.images)))
             out.detections = out.detect.result.detections if out.detect.ok else None
         return out
 
@@ -76,6 +76,16 @@ class GroundTruthPredictor:
             else:
                 out.detect = TaskAnswer("", False, 0.0, reason="no ground truth")
         return out
+
+
+def predictor_cameras(checkpoint: str | None) -> tuple[str, ...]:
+    """The cameras the predictor of `--checkpoint` reads, without loading weights (the
+    checkpoint's config.json; a preset or the ground truth: the front camera alone)."""
+    from wamdiff2_core.model.checkpoint import read_cameras
+
+    if checkpoint == GROUND_TRUTH:
+        return DEFAULT_CAMERAS
+    return read_cameras(checkpoint or bundled_checkpoint_path())
 
 
 def load_predictor(checkpoint: str | None, decode: DecodeConfig, device: str = "cpu"):

@@ -28,15 +28,16 @@ from sensor_msgs.msg import CameraInfo, CompressedImage, Image
 from std_msgs.msg import Header, String
 
 from wamdiff2_core.geometry import wrap_angle
-from wamdiff2_core.sim.camera import CameraConfig
+from wamdiff2_core.sim.camera import CameraConfig, CameraRig, load_rig
 from wamdiff2_core.sim.episode import Capture, EpisodeConfig, run_episode
 from wamdiff2_core.sim.generator import GeneratorConfig, episode_seed, frame_records
 from wamdiff2_core.sim.scenarios import SCENARIOS
 from wamdiff2_core.sim.world import CONTROL_DT, World
 from wamdiff2_ros.node import outputs
 from wamdiff2_ros.tools.bag_io import BagWriter, canonical_cdr, qos_profile
-from wamdiff2_ros.tools.bag_layout import (BASE_FRAME, CAMERA_FRAME, ODOM_FRAME, SIM_TOPICS, TYPES,
-                                           ground_truth_document)
+from wamdiff2_ros.tools.bag_layout import (BASE_FRAME, ODOM_FRAME, SIM_TOPICS, TYPES,
+                                           camera_frame, ground_truth_document,
+                                           sim_camera_topics)
 
 START_TIME_NS = 1_700_000_000 * 1_000_000_000     # 2023-11-14T22:13:20Z
 EPISODE_GAP_NS = 1_000_000_000
@@ -57,6 +58,7 @@ class RecordConfig:
     width: int = 320
     height: int = 180
     jpeg_quality: int = 90
+    cameras: str = ""                     # a camera rig (sim.camera.load_rig); "": the front
 
     def __post_init__(self) -> None:
         if self.episodes < 1:
@@ -67,10 +69,14 @@ class RecordConfig:
         if unknown or not self.scenarios:
             raise ValueError(f"unknown scenarios {unknown}; known: {', '.join(SCENARIOS)}")
 
+    def rig(self) -> CameraRig:
+        """The cameras recorded (ValueError for a bad rig)."""
+        camera = CameraConfig(width=self.width, height=self.height)
+        return load_rig(self.cameras, camera) if self.cameras else CameraRig((camera,))
+
     def episode_config(self) -> EpisodeConfig:
         return EpisodeConfig(frames=self.frames, frame_interval_s=self.frame_interval_s,
-                             warmup_s=self.warmup_s,
-                             camera=CameraConfig(width=self.width, height=self.height))
+                             warmup_s=self.warmup_s, camera=self.rig())
 
     def generator_config(self) -> GeneratorConfig:
         return GeneratorConfig(episodes=self.episodes, seed=self.seed,
@@ -104,21 +110,22 @@ def stamp(ns: int) -> Time:
     return Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
 
 
-def image_msg(rgb: np.ndarray, stamp_ns: int) -> Image:
+def image_msg(rgb: np.ndarray, stamp_ns: int, frame_id: str = camera_frame("front")) -> Image:
     """rgb8 sensor_msgs/Image of an (H, W, 3) uint8 array."""
-    msg = Image(header=Header(stamp=stamp(stamp_ns), frame_id=CAMERA_FRAME),
+    msg = Image(header=Header(stamp=stamp(stamp_ns), frame_id=frame_id),
                 height=rgb.shape[0], width=rgb.shape[1], encoding="rgb8", is_bigendian=0,
                 step=rgb.shape[1] * 3)
     msg.data = np.ascontiguousarray(rgb).tobytes()
     return msg
 
 
-def compressed_msg(rgb: np.ndarray, stamp_ns: int, quality: int) -> CompressedImage:
+def compressed_msg(rgb: np.ndarray, stamp_ns: int, quality: int,
+                   frame_id: str = camera_frame("front")) -> CompressedImage:
     ok, jpeg = cv2.imencode(".jpg", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR),
                             [cv2.IMWRITE_JPEG_QUALITY, quality])
     if not ok:
         raise RuntimeError("OpenCV could not encode a JPEG")
-    msg = CompressedImage(header=Header(stamp=stamp(stamp_ns), frame_id=CAMERA_FRAME),
+    msg = CompressedImage(header=Header(stamp=stamp(stamp_ns), frame_id=frame_id),
                           format=JPEG_FORMAT)
     msg.data = jpeg.tobytes()
     return msg
@@ -127,7 +134,7 @@ def compressed_msg(rgb: np.ndarray, stamp_ns: int, quality: int) -> CompressedIm
 def camera_info_msg(camera: CameraConfig, stamp_ns: int) -> CameraInfo:
     """Pinhole intrinsics without distortion (the renderer's lens)."""
     fx, fy, cx, cy = camera.intrinsics
-    return CameraInfo(header=Header(stamp=stamp(stamp_ns), frame_id=CAMERA_FRAME),
+    return CameraInfo(header=Header(stamp=stamp(stamp_ns), frame_id=camera_frame(camera.name)),
                       height=camera.height, width=camera.width, distortion_model="plumb_bob",
                       d=[0.0] * 5, k=[fx, 0.0, cx, 0.0, fy, cy, 0.0, 0.0, 1.0],
                       r=[1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0],
@@ -159,8 +166,9 @@ def frame_meta(capture: Capture, scenario: str, seed: int, episode: int,
                config: RecordConfig) -> dict:
     """The data set's meta of every task for this frame, merged (docs/INTERFACES.md)."""
     meta: dict = {}
+    rig = config.rig()
     for record in frame_records(capture, scenario, seed, episode, config.generator_config(),
-                                image_paths=[SIM_TOPICS.image]):
+                                image_paths=[_camera_topics(rig, n).image for n in rig.names]):
         meta.update(record["meta"])
     return meta
 
@@ -196,7 +204,7 @@ def episode_messages(config: RecordConfig, episode: int, start_ns: int
         return [], start_ns, 0
     track = _odometry_track(scenario, seed, captures[-1].step, captures)
     by_step = {c.step: c for c in captures}
-    camera = config.episode_config().camera.first
+    rig = config.rig()
     topics, out = SIM_TOPICS, []
     for step, (x, y, yaw, velocity, yaw_rate) in enumerate(track):
         t = start_ns + step * STEP_NS
@@ -212,20 +220,33 @@ def episode_messages(config: RecordConfig, episode: int, start_ns: int
                        ground_truth_path_msg(capture.ego_future, t)),
             BagMessage(topics.gt_meta, TYPES["string"], t,
                        String(data=ground_truth_document(meta, t))),
-            BagMessage(topics.camera_info, TYPES["camera_info"], t, camera_info_msg(camera, t)),
-            BagMessage(topics.image, TYPES["image"], t, image_msg(capture.image, t)),
-            BagMessage(topics.compressed, TYPES["compressed"], t,
-                       compressed_msg(capture.image, t, config.jpeg_quality)),
         ]
+        # each camera's messages, the trigger (first) camera's last: as a driver that
+        # publishes the others first, so a reader in log order has them when it comes
+        for camera, image in [*zip(rig.cameras, capture.images)][1:] + \
+                [(rig.first, capture.images[0])]:
+            own, frame_id = _camera_topics(rig, camera.name), camera_frame(camera.name)
+            out += [BagMessage(own.camera_info, TYPES["camera_info"], t,
+                               camera_info_msg(camera, t)),
+                    BagMessage(own.image, TYPES["image"], t, image_msg(image, t, frame_id)),
+                    BagMessage(own.compressed, TYPES["compressed"], t,
+                               compressed_msg(image, t, config.jpeg_quality, frame_id))]
     return out, start_ns + len(track) * STEP_NS, len(captures)
+
+
+def _camera_topics(rig: CameraRig, name: str):
+    """Camera `name`'s topics: the simulator layout's for one camera, else its own."""
+    return SIM_TOPICS if len(rig.cameras) == 1 else sim_camera_topics(name)
 
 
 def sim_messages(config: RecordConfig, on_episode: Callable[[int, int], None] | None = None
                  ) -> Iterator[BagMessage]:
     """Every message of the recording, in log-time order (ties: the order written)."""
-    camera = config.episode_config().camera.first
-    yield BagMessage(SIM_TOPICS.camera_json, TYPES["string"], START_TIME_NS,
-                     String(data=json.dumps(camera.to_json(), sort_keys=True)))
+    rig = config.rig()
+    for camera in rig.cameras:            # one camera: the data set's camera.json document
+        doc = camera.to_json() if len(rig.cameras) == 1 else camera.rig_json()
+        yield BagMessage(_camera_topics(rig, camera.name).camera_json, TYPES["string"],
+                         START_TIME_NS, String(data=json.dumps(doc, sort_keys=True)))
     start = START_TIME_NS
     for episode in range(config.episodes):
         messages, end, frames = episode_messages(config, episode, start)
@@ -236,7 +257,7 @@ def sim_messages(config: RecordConfig, on_episode: Callable[[int, int], None] | 
 
 
 # The QoS offered by a recorded topic: the camera JSON is latched; everything else reliable.
-_QOS = {SIM_TOPICS.camera_json: qos_profile(depth=1, transient_local=True)}
+_LATCHED = qos_profile(depth=1, transient_local=True)
 
 
 def record_sim(out, config: RecordConfig, fmt: str | None = None, progress: bool = True
@@ -260,7 +281,8 @@ def record_sim(out, config: RecordConfig, fmt: str | None = None, progress: bool
 
         writer.set_metadata("wamdiff2.record_sim", repr(config))
         for item in sim_messages(config, on_episode):
-            writer.add_topic(item.topic, item.msgtype, _QOS.get(item.topic))
+            writer.add_topic(item.topic, item.msgtype,
+                             _LATCHED if item.topic.endswith("/camera_json") else None)
             raw = canonical_cdr(serialize_message(item.msg), item.msgtype)
             writer.write(item.topic, item.msgtype, item.log_ns, raw)
             counts[item.topic] = counts.get(item.topic, 0) + 1

@@ -59,10 +59,17 @@ def _node_overrides(args: argparse.Namespace) -> dict:
 def drive_through_node(args: argparse.Namespace, config) -> tuple[list, dict]:
     """Run the episodes of ``config`` with planner_node planning; every process started is
     stopped before this returns (also on an error or Ctrl-C)."""
+    from wamdiff2_core.model.checkpoint import read_cameras
     from wamdiff2_core.sim.closed_loop import run_closed_loop
+    from wamdiff2_core.sim.planners import check_rig
     from wamdiff2_ros.tools.closed_loop_node import NodeSource, NodeSourceConfig
 
     overrides = _node_overrides(args)
+    try:               # the node would refuse it at configure: say so before starting it
+        check_rig(read_cameras(overrides["checkpoint"]), config.camera.names,
+                  f"checkpoint {overrides['checkpoint']}")
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     if not 0 <= args.domain_id <= 101:
         raise CliError(f"--domain-id must be in 1..101 (0: derived), got {args.domain_id}")
     if args.node_start_timeout <= 0:
@@ -71,8 +78,9 @@ def drive_through_node(args: argparse.Namespace, config) -> tuple[list, dict]:
     if params_file is not None and not params_file.is_file():
         raise CliError(f"--params-file {params_file} is not a file")
     source = NodeSource(NodeSourceConfig(
-        overrides, params_file, args.domain_id, args.node_start_timeout,
-        args.answer_timeout, log_dir=Path(args.out)))
+        {"cameras": list(config.camera.names), **overrides}, params_file, args.domain_id,
+        args.node_start_timeout, args.answer_timeout, log_dir=Path(args.out),
+        cameras=config.camera.names))
     try:
         results = run_closed_loop(source, config, progress=not args.no_progress)
         return results, {"node": source.describe()}

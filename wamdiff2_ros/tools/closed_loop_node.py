@@ -12,7 +12,9 @@ simulator, which is a ROS 2 participant of its own (docs/simulation.md, "Through
   not the subscription count, is the test: a killed node's endpoints stay in the graph for
   its DDS lease time.
 - The simulator publishes ``/clock`` and the odometry at every 10 Hz control step, and per
-  camera frame the navigation command and then the image, all stamped in simulation time.
+  camera frame the navigation command and then the image (a rig: each camera's on
+  ``/camera/<name>/image_raw``, the trigger camera's last; the node gets ``cameras``), all
+  stamped in simulation time.
 - It listens to the node's ``~/output/path`` and ``~/output/stats`` by their documented
   names. A frame's answer is complete when its stats have come and, where they say a Path
   was published, that Path too; the Path's stamp says which frame it answers and its
@@ -43,7 +45,8 @@ import numpy as np
 from wamdiff2_core.decoding.config import DecodeStats
 from wamdiff2_core.sim.plan_sources import CameraFrame, EgoTick, PlannerUnavailable, PlanOutcome
 from wamdiff2_ros.tools.bag_layout import (BASE_FRAME, NODE_NAME, ODOM_FRAME, SIM_TOPICS,
-                                           OutputTopics, node_input_remaps)
+                                           OutputTopics, camera_frame, node_input_remaps,
+                                           sim_camera_topics)
 from wamdiff2_ros.tools.bag_record import EPISODE_GAP_NS, START_TIME_NS, image_msg, odometry_msg
 from wamdiff2_ros.tools.demo_graph import NodeProcess, dds_profile_env
 from wamdiff2_ros.tools.spin import spin_in_background
@@ -65,6 +68,7 @@ class NodeSourceConfig:
     log_dir: Path = Path("runs/eval/closed-loop")
     node_name: str = NODE_NAME
     env: dict[str, str] = field(default_factory=dict)
+    cameras: tuple[str, ...] = ("front",)     # the rig's camera names, the trigger's first
 
     def resolved_domain(self) -> int:
         return self.domain_id or 1 + os.getpid() % 101
@@ -81,7 +85,7 @@ class _Answer:
 class _Participant:
     """The simulator's side of the graph: its publishers, the node's outputs, a spin thread."""
 
-    def __init__(self, domain_id: int, node_name: str):
+    def __init__(self, domain_id: int, node_name: str, cameras: tuple[str, ...] = ("front",)):
         import rclpy
         from diagnostic_msgs.msg import DiagnosticArray
         from nav_msgs.msg import Odometry
@@ -100,7 +104,10 @@ class _Participant:
         reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
         one = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
         self.clock_pub = self.node.create_publisher(Clock, "/clock", one)
-        self.image_pub = self.node.create_publisher(Image, SIM_TOPICS.image, one)
+        self.cameras = cameras
+        topics = [SIM_TOPICS.image] if len(cameras) == 1 else \
+            [sim_camera_topics(name).image for name in cameras]
+        self.image_pubs = [self.node.create_publisher(Image, t, one) for t in topics]
         self.odometry_pub = self.node.create_publisher(Odometry, SIM_TOPICS.odometry, reliable)
         self.command_pub = self.node.create_publisher(String, SIM_TOPICS.command, reliable)
         outputs = OutputTopics(node_name)
@@ -158,7 +165,7 @@ class _Participant:
 
     def ready(self) -> bool:
         """The node subscribes to every input and publishes both outputs we listen to."""
-        pubs = (self.image_pub, self.odometry_pub, self.command_pub)
+        pubs = (*self.image_pubs, self.odometry_pub, self.command_pub)
         return (all(p.get_subscription_count() > 0 for p in pubs)
                 and all(self.node.count_publishers(t) > 0 for t in self.output_topics))
 
@@ -171,9 +178,13 @@ class _Participant:
         self.odometry_pub.publish(odometry_msg(stamp_ns, ego.xy[0], ego.xy[1], ego.yaw,
                                                ego.velocity, ego.yaw_rate))
 
-    def frame(self, stamp_ns: int, command: str, rgb: np.ndarray) -> None:
+    def frame(self, stamp_ns: int, command: str, images: list[np.ndarray]) -> None:
+        """The command, then each camera's image, the trigger (first) camera's last."""
         self.command_pub.publish(self._string(data=command))
-        self.image_pub.publish(image_msg(rgb, stamp_ns))
+        order = [*range(1, len(self.cameras)), 0]
+        for i in order:
+            self.image_pubs[i].publish(image_msg(images[i], stamp_ns,
+                                                 camera_frame(self.cameras[i])))
 
     def close(self) -> None:
         self._executor.shutdown(timeout_sec=1.0)
@@ -229,7 +240,7 @@ class NodeSource:
                      **dds_profile_env({**os.environ, **config.env})}
         self._saved_env = {k: os.environ.get(k) for k in self._env}
         os.environ.update(self._env)        # this process's participant: the same transport
-        self._participant = _Participant(self.domain_id, config.node_name)
+        self._participant = _Participant(self.domain_id, config.node_name, config.cameras)
         self.process: NodeProcess | None = None
         self.starts = 0
         self._base_ns = START_TIME_NS
@@ -263,8 +274,10 @@ class NodeSource:
         # may read a frame before the /clock message published just before it (another
         # topic, another callback), which its future-stamp check would drop; so it is off
         # here (a --node-param max_future_s:=... still wins).
-        overrides = {"use_sim_time": True, "max_future_s": 0.0, **self.config.overrides}
-        remaps = {node: sim for sim, node in node_input_remaps(self.config.node_name).items()}
+        overrides = {"use_sim_time": True, "max_future_s": 0.0,
+                     "cameras": list(self.config.cameras), **self.config.overrides}
+        remaps = {node: sim for sim, node in node_input_remaps(
+            self.config.node_name, cameras=self.config.cameras).items()}
         self.process = NodeProcess(self.domain_id, self._log_path(), overrides,
                                    self.config.params_file, env=self._env, remaps=remaps)
         deadline = time.monotonic() + self.config.start_timeout_s
@@ -280,7 +293,8 @@ class NodeSource:
                                          f"{self._log_path()})")
             if self._participant.ready() and time.monotonic() - probed_at > PROBE_EVERY_S:
                 self._participant.clock(probe_ns)
-                self._participant.frame(probe_ns, "straight", PROBE_IMAGE)
+                self._participant.frame(probe_ns, "straight",
+                                        [PROBE_IMAGE] * len(self.config.cameras))
                 probed_at = time.monotonic()
             self._participant.wait(0.1)
         self._last_ns = probe_ns
@@ -309,7 +323,7 @@ class NodeSource:
     def submit(self, frame: CameraFrame) -> None:
         ns = self._ns(frame.stamp)
         self._expected[ns] = frame.stamp
-        self._participant.frame(ns, frame.observation.command, frame.image)
+        self._participant.frame(ns, frame.observation.command, frame.observation.images)
 
     def poll(self) -> list[PlanOutcome]:
         out = []
