@@ -38,9 +38,13 @@ def check_motion(args) -> None:
 
 def run_plan(args) -> int:
     check_motion(args)
-    image = load_image(args.image)
+    images = [load_image(path) for path in args.image]
     planner = planner_from_args(args)
-    obs = Observation(images=[image], command=args.command, velocity=tuple(args.velocity),
+    try:
+        planner.check_images(images)
+    except ValueError as exc:
+        raise CliError(f"--image: {exc} (one path per camera)") from None
+    obs = Observation(images=images, command=args.command, velocity=tuple(args.velocity),
                       acceleration=tuple(args.acceleration))
     try:
         result = planner.plan(obs)
@@ -67,7 +71,9 @@ def run_plan(args) -> int:
 def register(subparsers) -> None:
     p = subparsers.add_parser("plan", help="plan 8 waypoints from one camera image")
     add_model_arguments(p)
-    p.add_argument("--image", required=True, help="front camera image (PNG/JPEG)")
+    p.add_argument("--image", required=True, nargs="+", metavar="PATH",
+                   help="front camera image (PNG/JPEG); a model of several cameras: one per "
+                        "camera, in its order (model.describe() names them)")
     p.add_argument("--command", default="straight", choices=list(tasks.COMMANDS))
     p.add_argument("--velocity", type=float, nargs=2, default=(0.0, 0.0),
                    metavar=("VX", "VY"), help="ego velocity, m/s (x forward, y left)")
