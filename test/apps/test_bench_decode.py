@@ -65,11 +65,12 @@ def test_data_samples_read_planning_records_with_truth(tmp_path):
     assert samples[0].images[0].size == (64, 36)
 
 
-def test_bench_reports_three_decoders_on_the_same_prompts(tmp_path, capsys):
+def test_bench_reports_four_decoders_on_the_same_prompts(tmp_path, capsys):
     data = write_data_set(tmp_path / "data")
     assert main(TINY + ["--data", str(data), "--json"]) == 0
     r = json.loads(capsys.readouterr().out)
-    assert set(r["decoders"]) == {"ar_optimised", "diffusion_reference", "diffusion_fast"}
+    assert set(r["decoders"]) == {"ar_optimised", "diffusion_reference", "diffusion_fast",
+                                  "exact_fast"}
     assert r["fast_matches_reference"] is True
     for d in r["decoders"].values():
         assert d["tokens"] > 0 and d["tokens_per_s"] > 0
@@ -144,9 +145,9 @@ def test_user_errors_are_one_sentence(args, words, capsys):
 
 
 def test_bench_reports_constrained_and_unconstrained_side_by_side(tmp_path, capsys):
-    """Without --constrained / --no-constrained: six decoders on the same prompts, the
-    constrained ones answering plans that all parse, fast == reference in both settings,
-    and the constrained block step in the latency table."""
+    """Without --constrained / --no-constrained: eight decoders on the same prompts, the
+    constrained ones answering plans that all parse, fast == reference and exact == AR in
+    both settings, and the constrained block step in the latency table."""
     data = write_data_set(tmp_path / "data")
     assert main(["bench", "decode", "--preset", "tiny", "--block-size", "32", "--steps", "4",
                  "--max-new-tokens", "96", "--samples", "2", "--threads", "1", "--data",
@@ -154,8 +155,9 @@ def test_bench_reports_constrained_and_unconstrained_side_by_side(tmp_path, caps
     r = json.loads(capsys.readouterr().out)
     assert r["constraints"] == ["off", "on"]
     assert set(r["decoders"]) == {f"{n}{s}" for n in ("ar_optimised", "diffusion_reference",
-                                                      "diffusion_fast")
+                                                      "diffusion_fast", "exact_fast")
                                   for s in ("", "_constrained")}
+    assert r["exact"]["off"]["matches_ar"] and r["exact"]["on"]["matches_ar"]
     for name, d in r["decoders"].items():
         if name.endswith("_constrained"):
             assert d["l2"]["parse_failures"] == 0 and d["l2"]["l2_avg"] is not None
@@ -175,3 +177,30 @@ def test_latency_only_prints_the_step_table_without_decoding(capsys):
     assert "latency only" in out and "tokens/s" not in out.split("per-forward")[0]
     for row in ("block step (4)", "block step (4), constrained", "constrained selection alone"):
         assert row in out
+
+
+def test_bench_reports_exact_mode_beside_the_ar_decoder(tmp_path, capsys):
+    """Exact mode's answers are its verifier's: here the AR decoder compared (a preset's own
+    weights read token by token), token for token; its acceptance, forwards, projections and
+    verify latency are reported; --decode-mode exact runs it alone beside the AR decoder."""
+    data = write_data_set(tmp_path / "data")
+    argv = TINY + ["--data", str(data), "--decode-mode", "exact", "--draft-steps", "2"]
+    assert main(argv + ["--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert set(r["decoders"]) == {"ar_optimised", "exact_fast"} and "ratios" not in r
+    ar, ex, c = r["decoders"]["ar_optimised"], r["decoders"]["exact_fast"], r["exact"]["off"]
+    assert c["matches_ar"] is True and ex["tokens"] == ar["tokens"]
+    assert c["accepted_per_block"] == pytest.approx(ex["tokens"] / ex["row_blocks"])
+    assert c["forwards"]["verify"] == ex["verify_forwards"] > 0
+    assert c["forwards"]["draft"] == ex["denoise_forwards"] <= 2 * ex["drafts"]
+    assert c["gpu_projection"] == pytest.approx(ar["forwards"] / ex["forwards"])
+    assert r["latency_ms"]["eager"]["exact_verify"] > 0
+    assert c["projection_from_steps"]["eager"]["ratio"] > 0
+    assert "draft steps: 2" in r["exact_settings"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    for words in ("exact fast", "answers == AR optimised answers", "GPU projection",
+                  "exact verify step (4)"):
+        assert words in out
+    assert main(TINY + ["--verifier", "/nonexistent/dir"]) == 2
+    assert "does not exist" in capsys.readouterr().err

@@ -66,7 +66,8 @@ def reference_exact(model, verifier, batch, cfg, exact, language=None):
 
 
 def same_drafts(a, b) -> bool:
-    keys = ("tokens", "blocks", "row_blocks", "verify_forwards", "denoise_forwards")
+    keys = ("tokens", "blocks", "row_blocks", "verify_forwards", "denoise_forwards",
+            "drafts")
     return all(getattr(a.stats, k) == getattr(b.stats, k) for k in keys)
 
 

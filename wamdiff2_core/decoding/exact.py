@@ -201,6 +201,7 @@ def exact_decode(model: Wamdiff2Model, verifier: Wamdiff2Model, batch: dict,
                                           pos, entry)
             p0, drafts = pos, drafts + 1
             stats.denoise_forwards += steps
+            stats.drafts += 1
         x = verify_input(window, pos - p0, done, width, mask_id, eoa)          # (B, W)
         # to the verifier each token is a block: it reads them causally
         v_blocks = (ver.prompt.first_block.long() + pos).unsqueeze(-1) + arange_w

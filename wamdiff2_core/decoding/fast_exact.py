@@ -324,6 +324,7 @@ def fast_exact_decode(runner: FastRunner, verifier: FastRunner, batch: dict,
                     if not bool(st.pending):   # the draft's check, every sync_every steps
                         break
                 stats.denoise_forwards += steps
+                stats.drafts += 1
                 drafted = True
             st.verify()
             stats.verify_forwards += 1

@@ -30,12 +30,14 @@ AR_TEACHER_SUBDIR = "ar_teacher"
 
 @dataclass
 class ExactStats(DecodeStats):
-    """``DecodeStats`` of an exact decode. ``blocks`` counts draft-and-verify rounds of the
-    batch, ``row_blocks`` the rounds summed over the rows still decoding in them (so
+    """``DecodeStats`` of an exact decode. ``blocks`` counts verify rounds of the batch,
+    ``row_blocks`` the rounds summed over the rows still decoding in them (so
     ``accepted_per_block`` is per row), ``verify_forwards`` the verifier's forwards (also
-    counted in ``forwards``, beside the drafter's denoising steps and commit passes)."""
+    counted in ``forwards``, beside the drafter's denoising steps and commit passes),
+    ``drafts`` the blocks the drafter drafted."""
     verify_forwards: int = 0
     row_blocks: int = 0
+    drafts: int = 0
 
     @property
     def accepted_per_block(self) -> float:

@@ -9,7 +9,8 @@ from wamdiff2_core.apps.common import (CliError, add_decode_options, add_field_o
                                        apply_threads, check_model_source,
                                        decode_config, field_overrides,
                                        language_hint, subgroup)
-from wamdiff2_core.decoding.config import resolve_decode
+from wamdiff2_core.decoding.config import (DECODE_MODES, DEFAULT_DRAFT_STEPS, ExactConfig,
+                                          resolve_decode)
 from wamdiff2_core.sim.camera import parse_resolution
 from wamdiff2_core.types import bundled_checkpoint_path
 
@@ -36,6 +37,17 @@ def register(subparsers) -> None:
     p.add_argument("--ar-checkpoint", metavar="DIR",
                    help="the AR teacher (default: CHECKPOINT/ar_teacher if present, else the "
                         "diffusion weights decoded token by token: speed only)")
+    p.add_argument("--decode-mode", default="all", choices=("all",) + DECODE_MODES,
+                   help="which modes run beside the AR decoder: diffusion (reference and "
+                        "fast), exact (the diffusion model drafts, the verifier checks) or "
+                        "all (default)")
+    p.add_argument("--verifier", metavar="DIR|self", default=None,
+                   help="exact mode's verifier: a next-token checkpoint, or self (the "
+                        "diffusion weights read token by token); default: the AR model "
+                        "compared, so exact answers must equal its answers")
+    p.add_argument("--draft-steps", type=int, default=None, metavar="N",
+                   help=f"exact mode's denoising steps per draft (default "
+                        f"{DEFAULT_DRAFT_STEPS})")
     p.add_argument("--data", metavar="PATH",
                    help="generated data set (dir with train.json, or a JSON file): prompts "
                         "and ground truth for planning L2 (default for a trained checkpoint: "
@@ -117,6 +129,21 @@ def _load(args):
     return model, ar, trained, teacher
 
 
+def _verifier(args, model):
+    """``--verifier``: the loaded verifier, or None (the AR model compared)."""
+    from wamdiff2_core.decoding.verify import load_verifier
+    from wamdiff2_core.model.modeling import CheckpointError
+
+    if args.verifier is None or args.decode_mode == "diffusion":
+        return None
+    if args.verifier != "self":
+        check_model_source(args.verifier)
+    try:
+        return load_verifier(model, args.verifier)
+    except (CheckpointError, ValueError) as exc:
+        raise CliError(str(exc)) from None
+
+
 def _latency_modes(text: str | None, model, fast) -> list[str]:
     """The modes of the latency table (default: eager and the resolved --mode), each checked
     against the device."""
@@ -168,8 +195,10 @@ def run_bench_decode(args) -> int:
     model, ar, trained, teacher = _load(args)
     try:
         cfg = resolve_decode(cfg, model.fields)    # the report says the rule it decodes with
+        exact = ExactConfig(draft_steps=args.draft_steps)
     except ValueError as exc:
         raise CliError(str(exc)) from None
+    verifier = _verifier(args, model)
     _check_budget(model, cfg)
     n = max(args.samples or 8, args.batch)
     data = args.data
@@ -199,7 +228,10 @@ def run_bench_decode(args) -> int:
     else:
         report = run_benchmark(model, ar, samples, args.batch, cfg, fast, args.repeats,
                                modes, args.latency_reps, args.tokens_per_forward,
-                               trained=trained, ar_is_teacher=teacher)
+                               trained=trained, ar_is_teacher=teacher,
+                               decode_modes=(DECODE_MODES if args.decode_mode == "all"
+                                             else (args.decode_mode,)),
+                               verifier=verifier, exact=exact)
     report["data"] = str(data) if data else None
     report["notes"] += notes
     print(json.dumps(report, indent=2) if args.json else format_report(report))

@@ -1,7 +1,8 @@
-"""The decoding benchmark: AR optimised, diffusion reference and diffusion fast on the same
-prompts in one run, with planning L2 whenever ground truth is at hand (speed is never shown
-without quality when it can be measured), plus per-forward latencies per execution mode. Each decoder runs unconstrained and with
-the planning language enforced (docs/decoding.md, "Constrained decoding"), side by side.
+"""The decoding benchmark: AR optimised, diffusion reference, diffusion fast and exact fast
+(``bench.exact``) on the same prompts in one run, with planning L2 whenever ground truth is
+at hand (speed is never shown without quality when it can be measured), plus per-forward
+latencies per execution mode. Each decoder runs unconstrained and with the planning language
+enforced (docs/decoding.md, "Constrained decoding"), side by side.
 
 Throughput is counted over the decode phase (after the prompt prefill, which every decoder
 shares and which is reported apart): tokens are answer tokens up to and including the
@@ -18,8 +19,10 @@ from typing import Sequence
 import numpy as np
 
 from wamdiff2_core import tasks
+from wamdiff2_core.apps.bench.exact import (EXACT_NAME, exact_comparison, exact_spec,
+                                            verify_latency)
 from wamdiff2_core.apps.bench.latency import forward_latency
-from wamdiff2_core.decoding.config import DecodeConfig, FastConfig
+from wamdiff2_core.decoding.config import DECODE_MODES, DecodeConfig, ExactConfig, FastConfig
 from wamdiff2_core.decoding.engine import DecodingEngine
 from wamdiff2_core.evaluation.l2 import l2_horizons, l2_per_waypoint
 from wamdiff2_core.model.modeling import Wamdiff2Model
@@ -102,6 +105,10 @@ class DecoderResult:
     forwards: int = 0
     blocks: int = 0
     calls: int = 0
+    denoise_forwards: int = 0
+    verify_forwards: int = 0      # exact mode's (``verify.ExactStats``): 0 for the others
+    row_blocks: int = 0
+    drafts: int = 0
     passes: list = field(default_factory=list)        # [tokens, decode_ms] of each repeat
     texts: list = field(default_factory=list)         # answers of the last repeat
     sequences: list = field(default_factory=list)
@@ -188,6 +195,8 @@ def run_decoders(specs: Sequence[DecoderSpec], samples: Sequence[Sample], batch:
                 res.forwards += st.forwards
                 res.blocks += st.blocks
                 res.calls += 1
+                for name in ("denoise_forwards", "verify_forwards", "row_blocks", "drafts"):
+                    setattr(res, name, getattr(res, name) + getattr(st, name, 0))
                 if r == repeats - 1:
                     decode_answer = sp.engine.model.processor.decode_answer
                     res.sequences += out.sequences
@@ -256,16 +265,16 @@ TARGETS = {"fast_vs_ar": 3.0, "fast_vs_reference": 1.5, "l2_fast_vs_ar": 1.05}
 
 
 def _decoders(engines: dict[str, DecodingEngine], cfg: DecodeConfig,
-              constrained: bool) -> list[DecoderSpec]:
-    """The three decoders of one setting (constrained: the planning language enforced), on
-    the engines of ``DECODER_NAMES``."""
+              constrained: bool, names: Sequence[str] = DECODER_NAMES) -> list[DecoderSpec]:
+    """The decoders ``names`` of one setting (constrained: the planning language enforced),
+    on their engines."""
     language = tasks.planning_language()
     cfg = replace(cfg, constrained=constrained)
     ar_cfg = DecodeConfig(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
                           seed=cfg.seed, constrained=constrained)
     suffix = CONSTRAINED_SUFFIX if constrained else ""
     return [DecoderSpec(name + suffix, engines[name], ar_cfg if name == "ar_optimised" else cfg,
-                        language) for name in DECODER_NAMES]
+                        language) for name in names]
 
 
 def _comparison(runs: dict[str, DecoderResult], suffix: str, samples: Sequence[Sample],
@@ -337,20 +346,32 @@ def run_benchmark(model: Wamdiff2Model, ar_model: Wamdiff2Model, samples: Sequen
                   batch: int, cfg: DecodeConfig, fast: FastConfig = FastConfig(),
                   repeats: int = 1, latency_modes: Sequence[str] = ("eager",),
                   latency_reps: int = 20, tokens_per_forward: float | None = None,
-                  trained: bool = True, ar_is_teacher: bool = True) -> dict:
+                  trained: bool = True, ar_is_teacher: bool = True,
+                  decode_modes: Sequence[str] = DECODE_MODES,
+                  verifier: Wamdiff2Model | None = None,
+                  exact: ExactConfig = ExactConfig()) -> dict:
     """Every number of the benchmark as one JSON-serialisable dict (see docs/decoding.md).
 
     ``model`` is the diffusion model; ``ar_model`` the next-token model (the AR teacher, or
-    the same weights read as next-token when no teacher is given). The three decoders run
-    on the same samples with the same decode settings, unconstrained and with the planning
+    the same weights read as next-token when no teacher is given). The decoders run on the
+    same samples with the same decode settings, unconstrained and with the planning
     language enforced (``constraint_settings``: both unless ``cfg.constrained`` picks one),
-    all six taking turns on every batch. The top-level ratios are the first setting's; with
-    both, ``constrained`` holds the constrained setting's."""
+    all taking turns on every batch: AR optimised, and for the ``decode_modes`` asked, diffusion
+    reference and fast, and exact fast (verified by ``verifier``, default ``ar_model``;
+    drafted as ``exact`` sets: ``bench.exact``). The top-level ratios are the first
+    setting's diffusion ones; with both settings, ``constrained`` holds the constrained
+    setting's; ``exact`` holds exact mode's per setting."""
     settings = constraint_settings(cfg)
     engines = {"ar_optimised": DecodingEngine(ar_model, "fast", fast),
                "diffusion_reference": DecodingEngine(model, "reference"),
-               "diffusion_fast": DecodingEngine(model, "fast", fast)}
-    specs = [sp for c in settings for sp in _decoders(engines, cfg, c)]
+               "diffusion_fast": DecodingEngine(model, "fast", fast),
+               EXACT_NAME: DecodingEngine(model, "fast", fast, verifier=verifier or ar_model,
+                                          exact=exact)}
+    names = DECODER_NAMES if "diffusion" in decode_modes else DECODER_NAMES[:1]
+    specs = [sp for c in settings for sp in _decoders(engines, cfg, c, names)]
+    if "exact" in decode_modes:
+        specs += [exact_spec(DecoderSpec, engines[EXACT_NAME], cfg, c,
+                             CONSTRAINED_SUFFIX if c else "") for c in settings]
     runs = run_decoders(specs, samples, batch, repeats)
     primary = CONSTRAINED_SUFFIX if settings[0] else ""
     report = {
@@ -358,10 +379,23 @@ def run_benchmark(model: Wamdiff2Model, ar_model: Wamdiff2Model, samples: Sequen
                          engines["diffusion_fast"]),
         "trained": trained, "samples": len(samples), "repeats": repeats,
         "decoders": {n: r.to_dict() for n, r in runs.items()},
-        **_comparison(runs, primary, samples, ar_is_teacher),
     }
-    if len(settings) == 2:
-        report["constrained"] = _comparison(runs, CONSTRAINED_SUFFIX, samples, ar_is_teacher)
+    if "diffusion" in decode_modes:
+        report.update(_comparison(runs, primary, samples, ar_is_teacher))
+        if len(settings) == 2:
+            report["constrained"] = _comparison(runs, CONSTRAINED_SUFFIX, samples,
+                                                ar_is_teacher)
+    if "exact" in decode_modes:
+        block = cfg.block_size or model.fields.block_size
+        for mode, lat in report["latency_ms"].items():
+            lat.update(verify_latency(model, verifier or ar_model, samples[0], batch, block,
+                                      replace(fast, mode=mode), exact, latency_reps))
+        report["exact"] = {
+            "on" if c else "off": exact_comparison(
+                runs["ar_optimised" + s], runs[EXACT_NAME + s], verifier in (None, ar_model),
+                report["latency_ms"])
+            for c, s in ((c, CONSTRAINED_SUFFIX if c else "") for c in settings)}
+        report["exact_settings"] = exact.summary()
     if not ar_is_teacher:
         report["notes"].append(
             "no AR teacher given (--ar-checkpoint): 'AR optimised' decodes the diffusion "

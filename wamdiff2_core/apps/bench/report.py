@@ -1,13 +1,17 @@
 """Plain-text layout of a decoding benchmark report (the data lives in ``bench``)."""
 from __future__ import annotations
 
+from wamdiff2_core.apps.bench.exact import exact_lines
+
 LABELS = {"ar_optimised": "AR optimised", "diffusion_reference": "diffusion reference",
-          "diffusion_fast": "diffusion fast"}
+          "diffusion_fast": "diffusion fast", "exact_fast": "exact fast"}
 LABELS.update({f"{k}_constrained": f"{v}, constrained" for k, v in list(LABELS.items())})
 RATIO_LABELS = {"fast_vs_ar": "diffusion fast / AR optimised (tokens/s)",
                 "fast_vs_reference": "diffusion fast / diffusion reference (tokens/s)",
                 "reference_vs_ar": "diffusion reference / AR optimised (tokens/s)",
-                "l2_fast_vs_ar": "planning L2, diffusion fast / AR (paired)"}
+                "l2_fast_vs_ar": "planning L2, diffusion fast / AR (paired)",
+                "exact_vs_ar": "exact fast / AR optimised (tokens/s)",
+                "exact_gpu_projection": "exact, GPU projection (x AR)"}
 
 
 def _f(x, fmt: str = ".2f") -> str:
@@ -49,7 +53,9 @@ def format_report(r: dict) -> str:
         lines += _decoder_lines(r)
     lines += _latency_lines(r)
     settings = r.get("constraints", ["off"])
-    for c, title in ((r, settings[0]), (r.get("constrained"), "on")):
+    checks = [(r, settings[0]), (r.get("constrained"), "on")]
+    checks += [(c, title) for title, c in r.get("exact", {}).items()]
+    for c, title in checks:
         for key, t in (c or {}).get("targets", {}).items():
             verdict = "n/a" if t["met"] is None else ("met" if t["met"] else "NOT met")
             op = "<=" if key.startswith("l2") else ">="
@@ -74,9 +80,12 @@ def _decoder_lines(r: dict) -> list[str]:
                      f"{d['tokens_per_forward']:>9.2f}{d['prefill_ms_per_call']:>11.1f}"
                      f"{_f(l2.get('l2_avg')):>8}{unparsed:>9}")
     settings = r.get("constraints", ["off"])
-    lines += _comparison_lines(r, f"constraints {settings[0]}")
+    if "ratios" in r:
+        lines += _comparison_lines(r, f"constraints {settings[0]}")
     if "constrained" in r:
         lines += _comparison_lines(r["constrained"], "constraints on")
+    for title, c in r.get("exact", {}).items():
+        lines += exact_lines(c, f"constraints {title}; {r['exact_settings']}")
     return lines + [""]
 
 
@@ -87,6 +96,7 @@ def _latency_lines(r: dict) -> list[str]:
     modes = list(r["latency_ms"])
     lines.append(f"{'':<28}" + "".join(f"{m:>10}" for m in modes))
     k = r["block_size"]
+    width = r["latency_ms"][modes[0]].get("verify_width")
     for key, label in (("ar_step", "AR token step"),
                        ("block_step", f"block step ({k})"),
                        ("first_step", f"fused first step ({k}+{k})"),
@@ -94,7 +104,8 @@ def _latency_lines(r: dict) -> list[str]:
                        ("block_step_constrained", f"block step ({k}), constrained"),
                        ("last_step_constrained", "  budget's last step (fill)"),
                        ("constraint_select", "  constrained selection alone"),
-                       ("constraint_fill", "  left-to-right fill alone")):
+                       ("constraint_fill", "  left-to-right fill alone"),
+                       ("exact_verify", f"exact verify step ({width})")):
         if all(key in r["latency_ms"][m] for m in modes):
             lines.append(f"{label:<28}" + "".join(f"{r['latency_ms'][m][key]:>10.2f}"
                                                   for m in modes))
