@@ -48,6 +48,25 @@ FAST_TINY = {"checkpoint": "tiny", "decode.max_new_tokens": 32, "decode.steps_pe
              "decode.constrained": False, "max_odometry_age_s": 0.0, "plan_timeout_s": 0.0}
 
 
+def launch_env(domain: int) -> dict[str, str]:
+    """The environment of a `ros2 launch` run on ROS domain `domain`: this venv's ament
+    index and executables first."""
+    bin_dir = Path(sys.executable).parent
+    return dict(os.environ, ROS_DOMAIN_ID=str(domain), PYTHONUNBUFFERED="1",
+                AMENT_PREFIX_PATH=str(bin_dir.parent), PATH=f"{bin_dir}:{os.environ['PATH']}")
+
+
+def interrupt(proc: subprocess.Popen, timeout: float = 60.0) -> None:
+    """SIGINT to `proc` if it still runs, as Ctrl-C would; killed when not gone after
+    `timeout` seconds."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
 def launch_missing(*modules: str) -> str | None:
     """Why `ros2 launch` cannot run here (launch_ros, the other `modules` or the ros2 command
     line missing: no registry serves them), or None."""

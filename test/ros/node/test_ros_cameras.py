@@ -10,8 +10,6 @@ tested without ROS.
 """
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -22,8 +20,8 @@ import numpy as np
 import pytest
 import yaml
 
-from ros_harness import (PARAMS_FILE, NodeProcess, RosClient, diag_values, launch_missing,
-                         rgb_image_msg)
+from ros_harness import (PARAMS_FILE, NodeProcess, RosClient, diag_values, interrupt,
+                         launch_env, launch_missing, rgb_image_msg)
 from sim_frames import sim_frames
 from wamdiff2_ros.node import params
 from wamdiff2_ros.node.worker import CAMERA_LATE, CAMERA_MISSING, CameraImage, gather
@@ -103,8 +101,7 @@ def test_several_cameras_plan_together_and_a_missing_one_is_reported(ros_domain,
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from sensor_msgs.msg import Image
 
-    env = dict(os.environ, ROS_DOMAIN_ID=str(ros_domain), PYTHONUNBUFFERED="1",
-               AMENT_PREFIX_PATH=str(BIN.parent), PATH=f"{BIN}:{os.environ['PATH']}")
+    env = launch_env(ros_domain)
     log = open(tmp_path / "launch.log", "w")
     launch = subprocess.Popen(
         [str(BIN / "ros2"), "launch", "wamdiff2_ros", "wamdiff2.launch.py",
@@ -167,12 +164,7 @@ def test_several_cameras_plan_together_and_a_missing_one_is_reported(ros_domain,
         assert client.diagnostics_with(lambda st, v: "camera 'left'" in st.message)
     finally:
         client.close()
-        if launch.poll() is None:
-            launch.send_signal(signal.SIGINT)
-            try:
-                launch.wait(60)
-            except subprocess.TimeoutExpired:
-                launch.kill()
+        interrupt(launch)
         log.close()
 
 

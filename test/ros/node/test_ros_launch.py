@@ -5,8 +5,6 @@ them): without them the live test is skipped, saying so, and the source checks s
 from __future__ import annotations
 
 import ast
-import os
-import signal
 import subprocess
 import sys
 from dataclasses import replace
@@ -15,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ros_harness import (PARAMS_FILE, REPO, RosClient, diag_values, launch_missing,
-                         rgb_image_msg, stamp_s)
+from ros_harness import (PARAMS_FILE, REPO, RosClient, diag_values, interrupt, launch_env,
+                         launch_missing, rgb_image_msg, stamp_s)
 from sim_frames import sim_frames
 from wamdiff2_ros.node import params
 from wamdiff2_ros.node.topics import (ANSWER_TOPIC, COMMAND_TOPIC, DETECTIONS_TOPIC,
@@ -85,8 +83,7 @@ def test_ros2_launch_in_a_namespace_with_remaps(ros_domain, tmp_path):
                             "constrained": False})          # a 32-token plan: unconstrained
     params_file = tmp_path / "vehicle.yaml"
     params_file.write_text(yaml.safe_dump(tree))
-    env = dict(os.environ, ROS_DOMAIN_ID=str(ros_domain), PYTHONUNBUFFERED="1",
-               AMENT_PREFIX_PATH=str(BIN.parent), PATH=f"{BIN}:{os.environ['PATH']}")
+    env = launch_env(ros_domain)
     log = open(tmp_path / "launch.log", "w")
     launch = subprocess.Popen(
         [str(BIN / "ros2"), "launch", "wamdiff2_ros", "wamdiff2.launch.py", "namespace:=ego",
@@ -147,12 +144,7 @@ def test_ros2_launch_in_a_namespace_with_remaps(ros_domain, tmp_path):
         assert "process has finished cleanly" in text and "Traceback" not in text, text
     finally:
         client.close()
-        if launch.poll() is None:
-            launch.send_signal(signal.SIGINT)
-            try:
-                launch.wait(60)
-            except subprocess.TimeoutExpired:
-                launch.kill()
+        interrupt(launch)
         log.close()
 
 
