@@ -35,10 +35,9 @@ def compiled(fn: Step, warmup: int = 2, device: torch.device | str | None = None
     """``fn`` compiled with static shapes; compiled now (warm-up calls), not on first use.
 
     On a CPU the weights are frozen into the compiled step (inductor ``freezing``: constant
-    folding and oneDNN-prepacked weights; in a quick A/B on the tiny model it cut a block step
-    by up to a third, in the decode benchmark it made no clear difference). The step then
-    keeps the weights it was compiled with, which is what a decoder state wants (a runner
-    belongs to one model and inference never changes its weights)."""
+    folding and oneDNN-prepacked weights, fewer operations per step; docs/history.md). The
+    step then keeps the weights it was compiled with, which is what a decoder state wants (an
+    engine belongs to one model and inference never changes its weights)."""
     freeze = device is not None and torch.device(device).type == "cpu"
     step = torch.compile(torch.no_grad()(fn), dynamic=False,
                          options={"freezing": True} if freeze else None)
