@@ -3,8 +3,8 @@
     python scripts/answer_stats.py DATA_DIR [--checkpoint DIR] [--block 32] [--bucket 64]
 
 Tokens are counted with the checkpoint's tokenizer (default: the bundled model's), answer +
-end-of-answer, padded to whole blocks of ``--block`` where stated. The figures of
-docs/training.md ("Task mix") were printed by this script.
+end-of-answer, padded to whole blocks of ``--block`` where stated. The figures behind
+docs/training.md's "Task mix" (in docs/history.md) were printed by this script.
 """
 from __future__ import annotations
 

@@ -6,8 +6,8 @@ probabilities on a few frames with vehicles (and a black frame), teacher-forced.
 Prints, per frame, P("[]") (the empty answer's first token) and the three likeliest first
 digits of the first box after ``[{"bbox_2d": [``, then the largest difference between frames.
 An AR checkpoint is probed by next-token prediction; a diffusion checkpoint by filling
-its first answer block, fully masked, in one forward. The figures of docs/training.md
-("Task mix") were printed by this script.
+its first answer block, fully masked, in one forward. The figures behind docs/training.md's
+"Task mix" (in docs/history.md) were printed by this script.
 """
 from __future__ import annotations
 

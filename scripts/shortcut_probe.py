@@ -16,7 +16,8 @@ Two measurements on the planning records of a data set (optionally one scenario 
     python scripts/shortcut_probe.py CHECKPOINT DATA_DIR [--scenario racetrack] [--limit N] \\
         [--probe-train TRAIN_DIR --probe-limit 1500]
 
-docs/training.md ("The ego-status shortcut") has the figures of the bundled model.
+docs/training.md ("The ego-status shortcut") says what it shows; docs/history.md has its
+figures.
 """
 from __future__ import annotations
 
