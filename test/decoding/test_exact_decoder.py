@@ -23,7 +23,7 @@ from wamdiff2_core.decoding.fast_exact import CausalSdpaAttention, fast_exact_de
 from wamdiff2_core.decoding.reference import ar_decode
 from wamdiff2_core.decoding.runner import FastRunner
 from wamdiff2_core.decoding.static_model import StaticTextModel
-from wamdiff2_core.decoding.verify import check_verifier, self_verifier
+from wamdiff2_core.decoding.verify import check_verifier, guesses, self_verifier
 from wamdiff2_core.model.modeling import CheckpointError, Wamdiff2Model
 from wamdiff2_core.planner import load_model
 from wamdiff2_core.types import bundled_checkpoint_path
@@ -255,6 +255,21 @@ def test_a_verifier_must_share_the_tokenizer_and_be_next_token(drafter, verifier
         exact_decode(drafter, verifier, batch, DecodeConfig(temperature=0.7))
     with pytest.raises(ValueError, match="draft_steps must be an integer >= 1"):
         ExactConfig(draft_steps=0)
+
+
+def test_guesses_after_the_draft_left_the_language_are_plain_greedy_tokens():
+    """Past a drafted token outside the answer's language the verifier's constrained choice
+    means nothing (no state to choose from): the lookahead guesses with its plain greedy
+    token there, and keeps its constrained choice where the path is still a word's prefix
+    (the guesses once filled a window with end-of-answer tokens, one token per round)."""
+    torch.manual_seed(0)
+    logits = torch.randn(1, 3, 50)
+    plain = logits.argmax(-1)[0]
+    choice = torch.tensor([[plain[0] + 1, plain[1] + 1, plain[2] + 1]])
+    states = torch.tensor([[[1.0, 0.0], [0.0, 0.0], [0.0, 1.0]]])     # (1, 3, S): none at 1
+    out = guesses(logits, choice, mask_id=49, states=states)
+    assert out.tolist() == [[choice[0, 0].item(), plain[1].item(), choice[0, 2].item()]]
+    assert guesses(logits, choice, 49) is choice                    # unconstrained: as is
 
 
 def test_causal_attention_reads_as_next_token_steps(verifier):

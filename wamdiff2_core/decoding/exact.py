@@ -37,8 +37,9 @@ from wamdiff2_core.decoding.output import DecodeOutput, finish_rows
 from wamdiff2_core.decoding.remasking import commit_mask, transfer_schedule, unsettled
 from wamdiff2_core.decoding.sampling import choose_tokens
 from wamdiff2_core.decoding.verify import (ExactStats, accept, check_verifier,
-                                           greedy_choice, needs_draft, path_states,
-                                           row_budget, take_choices, verify_input)
+                                           greedy_choice, guesses, needs_draft,
+                                           path_states, row_budget, take_choices,
+                                           verify_input)
 from wamdiff2_core.model import masks
 from wamdiff2_core.model.modeling import Wamdiff2Model, new_cache
 from wamdiff2_core.model.prompt import Prompt, prepare_prompt
@@ -213,7 +214,8 @@ def exact_decode(model: Wamdiff2Model, verifier: Wamdiff2Model, batch: dict,
         choice = greedy_choice(logits, mask_id, automaton,
                                None if states is None else states[:, 1:], pos + 1, n)
         count, now_done, g = accept(x, choice, pos, done, eoa, n)
-        window = take_choices(window, pos - p0, choice, count, done, exact.lookahead)
+        guess = guesses(logits, choice, mask_id, None if states is None else states[:, 1:])
+        window = take_choices(window, pos - p0, guess, count, done, exact.lookahead)
         stats.verify_forwards += 1
         stats.blocks += 1
         stats.row_blocks += int((~done).sum())

@@ -45,8 +45,9 @@ from wamdiff2_core.decoding.runner import FastRunner, sync
 from wamdiff2_core.decoding.sampling import choose_tokens
 from wamdiff2_core.decoding.static_model import Prefix
 from wamdiff2_core.decoding.verify import (ExactStats, accept, check_verifier,
-                                           greedy_choice, needs_draft, path_states,
-                                           row_budget, take_choices, verify_input)
+                                           greedy_choice, guesses, needs_draft,
+                                           path_states, row_budget, take_choices,
+                                           verify_input)
 from wamdiff2_core.model.prompt import prepare_prompt
 
 
@@ -232,7 +233,9 @@ class ExactState:
                                None if states is None else states[:, 1:], pos + 1,
                                self.max_new)
         count, now_done, nxt = accept(x, choice, pos, self.done, self.eoa, self.max_new)
-        self.x.copy_(take_choices(self.x, pos - self.p0, choice, count, self.done,
+        guess = guesses(logits, choice, self.mask_id,
+                        None if states is None else states[:, 1:])
+        self.x.copy_(take_choices(self.x, pos - self.p0, guess, count, self.done,
                                   self.lookahead))
         kept = self.arange_w < count.unsqueeze(-1)                             # (Bb, W)
         at = pos.unsqueeze(-1) + self.arange_w

@@ -143,6 +143,18 @@ def greedy_choice(logits: torch.Tensor, mask_id: int, auto: DeviceAutomaton | No
     return sets.choose(auto, sets.column_logits(auto, logits), allowed, 0.0)[0]
 
 
+def guesses(logits: torch.Tensor, choice: torch.Tensor, mask_id: int,
+            states: torch.Tensor | None = None) -> torch.Tensor:
+    """(R, n) the verifier's tokens to guess with after a verify (``take_choices``): its
+    choices ``choice`` (R, n), except where the drafted path had left the answer's language
+    (``states`` (R, n, S) empty before the position), where a constrained choice means
+    nothing and the plain greedy token (of ``logits`` (R, n, V)) guesses instead."""
+    if states is None:
+        return choice
+    plain = choose_tokens(logits, mask_id, 0.0)[0]
+    return torch.where(states.amax(-1) > 0, choice, plain)
+
+
 def accept(x: torch.Tensor, choice: torch.Tensor, pos: torch.Tensor, done: torch.Tensor,
            eoa: int, max_new: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """What the verifier accepts of drafted blocks ``x`` (R, K) whose first token is its own
