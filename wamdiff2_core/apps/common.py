@@ -14,7 +14,7 @@ import argparse
 import errno
 from dataclasses import dataclass, fields
 
-from wamdiff2_core.decoding.config import (BACKENDS, COMMIT_RULES, DEFAULT_BACKEND,
+from wamdiff2_core.decoding.config import (BACKENDS, COMMIT_RULES, DECODE_MODES, DEFAULT_BACKEND,
                                           DEFAULT_COMMIT_RULE, DEFAULT_THRESHOLD, DecodeConfig)
 
 
@@ -85,6 +85,11 @@ DECODE_OPTIONS: dict[str, DecodeOption] = {o.field: o for o in (
                  "keep answers inside their task's language so that they always parse: "
                  "--no-constrained turns it off, --constrained also keeps free-text answers "
                  "non-blank"),
+    DecodeOption("mode", "--decode-mode", str,
+                 "diffusion: the model's own parallel decoding; exact: the diffusion model "
+                 "drafts and its verifier (the checkpoint's AR teacher, else the model read "
+                 "token by token) checks, so the answers are the verifier's greedy answers",
+                 DECODE_MODES),
 )}
 _DEFAULT_TEXT = {"block_size": "the checkpoint's", "steps_per_block": "the block size",
                  "constrained": "plans, detections and closed-set answers",
@@ -186,7 +191,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cpu", help="torch device (default: cpu)")
     parser.add_argument("--dtype", default=None, help="float32 | bfloat16 (default: float32)")
     add_decode_options(parser, ("block_size", "steps_per_block", "threshold", "commit_rule",
-                                "constrained"), flags={"steps_per_block": "--steps"})
+                                "constrained", "mode"), flags={"steps_per_block": "--steps"})
     add_backend_option(parser)
     add_field_options(parser)
 

@@ -82,7 +82,7 @@ def _register_open_loop(group) -> None:
                         help="comma-separated tasks to evaluate (default: all)")
     parser.add_argument("--device", default="cpu", help="torch device (default: cpu)")
     add_decode_options(parser, ("block_size", "steps_per_block", "max_new_tokens",
-                                "commit_rule", "threshold", "constrained"))
+                                "commit_rule", "threshold", "constrained", "mode"))
     add_field_options(parser)
     add_predict_options(parser)
     parser.set_defaults(func=run_open_loop)
@@ -250,7 +250,8 @@ def _register_closed_loop(group) -> None:
                         help=f"report directory (default {DEFAULT_CLOSED_OUT})")
     closed.add_argument("--max-plots", type=int, default=12, metavar="N",
                         help="plot at most N episodes (default 12)")
-    add_decode_options(closed, ("commit_rule", "threshold", "steps_per_block", "constrained"))
+    add_decode_options(closed, ("commit_rule", "threshold", "steps_per_block", "constrained",
+                                "mode"))
     closed.add_argument("--time", default=None, metavar="MODE",
                         help="how simulated time relates to planning: sync (the world waits "
                              "for every plan; the default in this process) | latency-model "
