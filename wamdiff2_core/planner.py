@@ -134,6 +134,8 @@ class Planner:
         if self.plan_decode.constrained is not False:   # LanguageError up front: a plan
             engine.automaton(self.plan_language,        # needs the budget of one
                              self.plan_decode.max_new_tokens)
+        if "exact" in (self.decode.mode, self.plan_decode.mode):   # the verifier up front:
+            engine.exact_verifier()     # ValueError / CheckpointError at load, not at a plan
 
     @classmethod
     def from_pretrained(cls, path_or_preset: str | Path | None = None,
