@@ -70,6 +70,11 @@ class DecodeOption:
     type: type
     help: str
     choices: tuple[str, ...] | None = None
+    dest: str = ""        # the argparse name where the field's would clash (default: the field)
+
+    @property
+    def name(self) -> str:
+        return self.dest or self.field
 
 
 DECODE_OPTIONS: dict[str, DecodeOption] = {o.field: o for o in (
@@ -89,7 +94,7 @@ DECODE_OPTIONS: dict[str, DecodeOption] = {o.field: o for o in (
                  "diffusion: the model's own parallel decoding; exact: the diffusion model "
                  "drafts and its verifier (the checkpoint's AR teacher, else the model read "
                  "token by token) checks, so the answers are the verifier's greedy answers",
-                 DECODE_MODES),
+                 DECODE_MODES, dest="decode_mode"),     # `bench decode --mode`: execution
 )}
 _DEFAULT_TEXT = {"block_size": "the checkpoint's", "steps_per_block": "the block size",
                  "constrained": "plans, detections and closed-set answers",
@@ -115,17 +120,17 @@ def add_decode_options(parser: argparse.ArgumentParser, knobs: tuple[str, ...],
         o = DECODE_OPTIONS[name]
         text = f"{o.help} (default: {defaults.get(name) or _default_text(name)})"
         if o.type is bool:                            # --x / --no-x; None: not given
-            parser.add_argument(flags.get(name, o.flag), dest=name, default=None,
+            parser.add_argument(flags.get(name, o.flag), dest=o.name, default=None,
                                 action=argparse.BooleanOptionalAction, help=text)
         else:
-            parser.add_argument(flags.get(name, o.flag), dest=name, type=o.type,
+            parser.add_argument(flags.get(name, o.flag), dest=o.name, type=o.type,
                                 default=None, choices=o.choices, help=text)
 
 
 def decode_knobs(args: argparse.Namespace) -> dict:
     """The decoding options the user set (DecodeConfig field -> value)."""
-    return {name: getattr(args, name) for name in DECODE_OPTIONS
-            if getattr(args, name, None) is not None}
+    return {name: getattr(args, o.name) for name, o in DECODE_OPTIONS.items()
+            if getattr(args, o.name, None) is not None}
 
 
 def decode_config(args: argparse.Namespace | None = None, **extra) -> DecodeConfig:

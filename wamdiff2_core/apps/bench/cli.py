@@ -37,7 +37,8 @@ def register(subparsers) -> None:
     p.add_argument("--ar-checkpoint", metavar="DIR",
                    help="the AR teacher (default: CHECKPOINT/ar_teacher if present, else the "
                         "diffusion weights decoded token by token: speed only)")
-    p.add_argument("--decode-mode", default="all", choices=("all",) + DECODE_MODES,
+    p.add_argument("--decode-mode", dest="run_modes", default="all",
+                   choices=("all",) + DECODE_MODES,
                    help="which modes run beside the AR decoder: diffusion (reference and "
                         "fast), exact (the diffusion model drafts, the verifier checks) or "
                         "all (default)")
@@ -134,7 +135,7 @@ def _verifier(args, model):
     from wamdiff2_core.decoding.verify import load_verifier
     from wamdiff2_core.model.modeling import CheckpointError
 
-    if args.verifier is None or args.decode_mode == "diffusion":
+    if args.verifier is None or args.run_modes == "diffusion":
         return None
     if args.verifier != "self":
         check_model_source(args.verifier)
@@ -229,8 +230,8 @@ def run_bench_decode(args) -> int:
         report = run_benchmark(model, ar, samples, args.batch, cfg, fast, args.repeats,
                                modes, args.latency_reps, args.tokens_per_forward,
                                trained=trained, ar_is_teacher=teacher,
-                               decode_modes=(DECODE_MODES if args.decode_mode == "all"
-                                             else (args.decode_mode,)),
+                               decode_modes=(DECODE_MODES if args.run_modes == "all"
+                                             else (args.run_modes,)),
                                verifier=verifier, exact=exact)
     report["data"] = str(data) if data else None
     report["notes"] += notes

@@ -13,16 +13,15 @@ same number when the answers are the same).
 from __future__ import annotations
 
 import statistics
-import time
 from dataclasses import replace
-from typing import Callable, Sequence
+from typing import Sequence
 
 import torch
 
 from wamdiff2_core import tasks
+from wamdiff2_core.apps.bench.latency import _time          # the latency table's timer
 from wamdiff2_core.decoding.config import DecodeConfig, ExactConfig, FastConfig
 from wamdiff2_core.decoding.engine import DecodingEngine
-from wamdiff2_core.decoding.runner import sync
 from wamdiff2_core.model.modeling import Wamdiff2Model
 
 EXACT_NAME = "exact_fast"
@@ -109,16 +108,6 @@ def verify_latency(model: Wamdiff2Model, verifier: Wamdiff2Model, sample, batch:
     width = exact.resolved(block, model.device).verify_width
     return {"exact_verify": _time(verify, reps, engine.runner.device)
             - _time(rewind, reps, engine.runner.device), "verify_width": width}
-
-
-def _time(fn: Callable[[], object], reps: int, device: torch.device) -> float:
-    fn()
-    sync(device)
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        fn()
-    sync(device)
-    return (time.perf_counter() - t0) / reps * 1e3
 
 
 def exact_lines(c: dict, title: str) -> Sequence[str]:
