@@ -19,8 +19,7 @@ from typing import Sequence
 import numpy as np
 
 from wamdiff2_core import tasks
-from wamdiff2_core.apps.bench.exact import (EXACT_NAME, exact_comparison, exact_spec,
-                                            verify_latency)
+from wamdiff2_core.apps.bench.exact import EXACT_NAME, exact_report, exact_spec
 from wamdiff2_core.apps.bench.latency import forward_latency
 from wamdiff2_core.decoding.config import DECODE_MODES, DecodeConfig, ExactConfig, FastConfig
 from wamdiff2_core.decoding.engine import DecodingEngine
@@ -386,16 +385,9 @@ def run_benchmark(model: Wamdiff2Model, ar_model: Wamdiff2Model, samples: Sequen
             report["constrained"] = _comparison(runs, CONSTRAINED_SUFFIX, samples,
                                                 ar_is_teacher)
     if "exact" in decode_modes:
-        block = cfg.block_size or model.fields.block_size
-        for mode, lat in report["latency_ms"].items():
-            lat.update(verify_latency(model, verifier or ar_model, samples[0], batch, block,
-                                      replace(fast, mode=mode), exact, latency_reps))
-        report["exact"] = {
-            "on" if c else "off": exact_comparison(
-                runs["ar_optimised" + s], runs[EXACT_NAME + s], verifier in (None, ar_model),
-                report["latency_ms"])
-            for c, s in ((c, CONSTRAINED_SUFFIX if c else "") for c in settings)}
-        report["exact_settings"] = exact.summary()
+        report.update(exact_report(runs, report["latency_ms"], model, ar_model, verifier,
+                                   samples[0], batch, cfg, fast, exact, latency_reps,
+                                   {c: CONSTRAINED_SUFFIX if c else "" for c in settings}))
     if not ar_is_teacher:
         report["notes"].append(
             "no AR teacher given (--ar-checkpoint): 'AR optimised' decodes the diffusion "

@@ -72,6 +72,22 @@ def exact_comparison(ar, exact, verifier_is_ar: bool, latency: dict | None = Non
     return out
 
 
+def exact_report(runs: dict, latency: dict, model: Wamdiff2Model, ar_model: Wamdiff2Model,
+                 verifier: Wamdiff2Model | None, sample, batch: int, cfg: DecodeConfig,
+                 fast: FastConfig, exact: ExactConfig, reps: int, suffixes: dict) -> dict:
+    """The benchmark's exact-mode entries: the verify step timed into each mode of the
+    ``latency`` table, and per constraint setting (``suffixes``: constrained? -> decoder
+    name suffix) the comparison of exact fast with AR optimised (``runs``)."""
+    block = cfg.block_size or model.fields.block_size
+    for mode, lat in latency.items():
+        lat.update(verify_latency(model, verifier or ar_model, sample, batch, block,
+                                  replace(fast, mode=mode), exact, reps))
+    return {"exact": {"on" if c else "off": exact_comparison(
+                runs["ar_optimised" + s], runs[EXACT_NAME + s], verifier in (None, ar_model),
+                latency) for c, s in suffixes.items()},
+            "exact_settings": exact.summary()}
+
+
 def _from_steps(exact, ar, lat: dict) -> dict:
     """This run's forwards priced at the latency table's step costs: what the two decoders'
     decode time would be from their forwards alone (each draft's first step fused)."""
