@@ -14,6 +14,9 @@ import numpy as np
 import torch
 
 from wamdiff2_core import tasks
+from wamdiff2_core.candidates import CandidateConfig, CandidateSet, ScoringContext
+from wamdiff2_core.candidates.decode import Decoded, by_temperature
+from wamdiff2_core.candidates.picker import CandidatePicker, checkpoint_weights
 from wamdiff2_core.decoding.config import (DEFAULT_BACKEND, DecodeConfig, FastConfig,
                                           resolve_decode)
 from wamdiff2_core.decoding.engine import DecodingEngine
@@ -110,13 +113,21 @@ class Planner:
     ``lateral_status``: whether planning prompts state the ego's lateral velocity and
     acceleration; None (the default) takes the model's setting
     (``model.fields.lateral_status``: False for a model trained without them, which then
-    reads them as 0.00, as in its training)."""
+    reads them as 0.00, as in its training).
+
+    ``candidates`` (``candidates.CandidateConfig``): with ``k`` > 1 a plan is the choice of
+    ``k`` candidates decoded in one batch (``plan_candidates``; docs/candidates.md), made by
+    the scorer it names (the learned one reads ``scorer_weights``, by default the
+    checkpoint's ``candidate_scorer.json``); ``k`` = 1, the default, plans as without
+    candidates. A scorer that cannot be built is a CandidateConfigError (a ValueError)."""
 
     def __init__(self, model: Wamdiff2Model, decode: DecodeConfig = DecodeConfig(),
                  backend: str | None = None, plan_decode: DecodeConfig | None = None,
                  *, fast: FastConfig | None = None, engine: DecodingEngine | None = None,
                  plan_max_speed: float | None = tasks.PLAN_MAX_SPEED_MPS,
-                 lateral_status: bool | None = None):
+                 lateral_status: bool | None = None,
+                 candidates: CandidateConfig | None = None,
+                 scorer_weights: str | Path | None = None):
         if engine is None:                       # ValueError naming the known backends
             engine = DecodingEngine(model, backend or DEFAULT_BACKEND, fast or FastConfig())
         elif engine.model is not model or backend not in (None, engine.backend) \
@@ -136,6 +147,9 @@ class Planner:
                              self.plan_decode.max_new_tokens)
         if "exact" in (self.decode.mode, self.plan_decode.mode):   # the verifier up front:
             engine.exact_verifier()     # ValueError / CheckpointError at load, not at a plan
+        self.candidates, self._scorer_weights = candidates or CandidateConfig(), scorer_weights
+        self.picker = CandidatePicker(self.candidates, scorer_weights or checkpoint_weights(
+            model.origin or None)) if self.candidates.enabled else None
 
     @classmethod
     def from_pretrained(cls, path_or_preset: str | Path | None = None,
@@ -146,13 +160,16 @@ class Planner:
                         fields: Mapping[str, Any] | None = None,
                         plan_max_speed: float | None = tasks.PLAN_MAX_SPEED_MPS,
                         lateral_status: bool | None = None,
-                        fast: FastConfig | None = None) -> "Planner":
+                        fast: FastConfig | None = None,
+                        candidates: CandidateConfig | None = None,
+                        scorer_weights: str | Path | None = None) -> "Planner":
         """Load a checkpoint directory, build a preset, or (None) load the bundled model.
         ``fields``: diffusion fields the checkpoint does not state, or that replace its own
         (``load_model``); ``planner.model.describe()`` says where each one came from."""
         return cls(load_model(path_or_preset, device, dtype, fields=fields), decode, backend,
                    plan_decode, fast=fast, plan_max_speed=plan_max_speed,
-                   lateral_status=lateral_status)
+                   lateral_status=lateral_status, candidates=candidates,
+                   scorer_weights=scorer_weights)
 
     @property
     def backend(self) -> str:
@@ -161,10 +178,12 @@ class Planner:
 
     def reconfigure(self, decode: DecodeConfig | None = None, backend: str | None = None,
                     plan_decode=_KEEP, plan_max_speed=_KEEP,
-                    fast: FastConfig | None = None) -> "Planner":
-        """A new planner of these weights with other settings (``plan_decode`` and
-        ``plan_max_speed``: kept unless given; ``plan_decode=None`` drops it; a new
-        ``decode`` is resolved as in the constructor); the lateral status setting is kept.
+                    fast: FastConfig | None = None, candidates=_KEEP,
+                    scorer_weights=_KEEP) -> "Planner":
+        """A new planner of these weights with other settings (``plan_decode``,
+        ``plan_max_speed``, ``candidates`` and ``scorer_weights``: kept unless given;
+        ``plan_decode=None`` drops it; a new ``decode`` is resolved as in the constructor);
+        the lateral status setting is kept.
 
         With the same backend and ``fast`` settings (None: this planner's) the new planner
         shares this one's engine (``new.engine is self.engine``: compiled states and
@@ -177,7 +196,10 @@ class Planner:
                           fast=fast, engine=self.engine if same else None,
                           plan_max_speed=(self.plan_max_speed if plan_max_speed is _KEEP
                                           else plan_max_speed),
-                          lateral_status=self.lateral_status)
+                          lateral_status=self.lateral_status,
+                          candidates=self.candidates if candidates is _KEEP else candidates,
+                          scorer_weights=(self._scorer_weights if scorer_weights is _KEEP
+                                          else scorer_weights))
 
     def _resolve(self, decode: DecodeConfig) -> DecodeConfig:
         try:
@@ -225,15 +247,20 @@ class Planner:
         (enforced unless ``decode.constrained`` is False). Raises PromptTooLong, before any
         forward, when a prompt and ``max_new_tokens`` do not fit in the model's positions."""
         decode = decode or self.decode
+        out = self.engine.decode(self._encode(prompts, images, decode), decode, language)
+        texts = [self.model.processor.decode_answer(s) for s in out.sequences]
+        return texts, out.stats
+
+    def _encode(self, prompts: Sequence[str], images: Sequence[list],
+                decode: DecodeConfig) -> dict:
+        """The encoded batch; PromptTooLong when a prompt and the answer budget do not fit."""
         batch = self.model.processor.encode_prompts(list(prompts), [list(i) for i in images])
         prompt_tokens = int(batch["input_ids"].shape[1])               # (B, P) left-padded
         block = decode.block_size or self.model.fields.block_size or 1
         answer_tokens = -(-decode.max_new_tokens // block) * block     # whole blocks
         if prompt_tokens + answer_tokens > self.max_positions:
             raise PromptTooLong(prompt_tokens, answer_tokens, self.max_positions)
-        out = self.engine.decode(batch, decode, language)
-        texts = [self.model.processor.decode_answer(s) for s in out.sequences]
-        return texts, out.stats
+        return batch
 
     def plan_batch(self, observations: Sequence[Observation]
                    ) -> list[PlanResult | tasks.AnswerParseError]:
@@ -265,14 +292,47 @@ class Planner:
                                      observation.position, cameras=self.cameras)
 
     def plan(self, observation: Observation) -> PlanResult:
-        """Eight waypoints for one observation; raises AnswerParseError on a malformed answer."""
+        """Eight waypoints for one observation (with K > 1 candidates: the chosen one, the
+        set in ``PlanResult.candidates``); raises AnswerParseError on a malformed answer."""
         if observation.command not in tasks.COMMANDS:
             raise ValueError(f"unknown command {observation.command!r}; "
                              f"expected one of {tasks.COMMANDS}")
+        if self.picker is not None:
+            cset = self.plan_candidates(observation)
+            chosen = cset.chosen
+            if not chosen.valid:
+                exc = tasks.AnswerParseError("planning", chosen.text, chosen.error)
+                exc.stats = cset.stats
+                raise exc
+            return PlanResult(chosen.waypoints, chosen.text, cset.stats, cset)
         result = self.plan_batch([observation])[0]
         if isinstance(result, tasks.AnswerParseError):
             raise result
         return result
+
+    def plan_candidates(self, observation: Observation) -> CandidateSet:
+        """The ``candidates.k`` candidate plans of one observation from one batched decode
+        (row 0: the greedy plan, the plan without candidates) and the scorer's selection,
+        made with what the observation holds and the model's answers only. ValueError when
+        this planner decodes one plan (``candidates.k`` 1)."""
+        if self.picker is None:
+            raise ValueError("this planner decodes one plan per frame (candidates k = 1)")
+        self.check_images(observation.images)
+        context = ScoringContext(observation.command, tuple(observation.velocity),
+                                 tuple(observation.acceleration))
+        return self.picker.pick(by_temperature(self._decode_at),
+                                lambda c: self.planning_prompt(replace(observation, command=c)),
+                                list(observation.images), context)
+
+    def _decode_at(self, prompts: list[str], images: list[list], temperature: float
+                   ) -> Decoded:
+        """Planning answers of one batch at one temperature: texts, per-token confidences
+        (empty where the decoder reports none), statistics."""
+        decode = replace(self.plan_decode, temperature=temperature, seed=self.candidates.seed)
+        out = self.engine.decode(self._encode(prompts, images, decode), decode,
+                                 self.plan_language)
+        texts = [self.model.processor.decode_answer(s) for s in out.sequences]
+        return texts, out.confidences or [()] * len(texts), out.stats
 
     @property
     def detection_decode(self) -> DecodeConfig:
@@ -304,13 +364,16 @@ class Planner:
 
     def warmup(self, width: int = 320, height: int = 180) -> DecodeStats:
         """Throw-away decodes on a blank image, so that the engine has built (compiled,
-        captured) the states the first real requests use: a plan, and a question when
-        questions are decoded with other settings. Returns the plan's stats."""
+        captured) the states the first real requests use: a plan (and with K > 1 the
+        candidate batch), and a question when questions are decoded with other settings.
+        Returns the plan's stats."""
         blanks = [np.zeros((height, width, 3), np.uint8)] * len(self.cameras)
         processor = self.model.processor
         plan = processor.encode_prompts(
             [tasks.planning_prompt("straight", cameras=self.cameras)], [blanks])
         stats = self.engine.warmup(plan, self.plan_decode, self.plan_language)
+        if self.picker is not None:                  # the candidate batch's shapes too
+            self.plan_candidates(Observation(images=blanks, command="straight"))
         if self.plan_decode != self.decode:
             ask = tasks.qa_prompt("Is the road clear?", cameras=self.cameras)
             question = processor.encode_prompts([ask], [blanks])

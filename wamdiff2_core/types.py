@@ -47,6 +47,8 @@ class PlanResult:
     waypoints: np.ndarray            # (8, 2) metres, ego frame, t = 0.5 .. 4.0 s
     text: str
     stats: DecodeStats = field(default_factory=DecodeStats)
+    # with K > 1 candidates: the frame's candidates.CandidateSet (the plan is its chosen one)
+    candidates: object = None
 
 
 @dataclass

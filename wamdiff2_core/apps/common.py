@@ -212,9 +212,11 @@ def check_model_source(source) -> None:
         raise CliError(str(exc)) from None
 
 
-def planner_from_args(args: argparse.Namespace, decode: DecodeConfig | None = None):
+def planner_from_args(args: argparse.Namespace, decode: DecodeConfig | None = None,
+                      **candidates):
     """A Planner from the shared model arguments (``decode``: default from the decoding
-    options); any loading problem becomes one CliError."""
+    options; ``candidates``: ``candidate_options.candidate_settings``); any loading problem
+    becomes one CliError."""
     decode = decode or decode_config(args)
     check_model_source(args.checkpoint)
     from wamdiff2_core.decoding.constraints.automaton import LanguageError
@@ -224,7 +226,8 @@ def planner_from_args(args: argparse.Namespace, decode: DecodeConfig | None = No
     try:
         return Planner.from_pretrained(args.checkpoint or args.preset, decode=decode,
                                        device=args.device, dtype=args.dtype,
-                                       backend=args.backend, fields=field_overrides(args))
+                                       backend=args.backend, fields=field_overrides(args),
+                                       **candidates)
     except LanguageError as exc:
         raise CliError(language_hint(exc)) from None
     except (CheckpointError, ValueError) as exc:
@@ -287,6 +290,7 @@ GROUP_HELP = {
     "bag": "record, replay and evaluate ROS 2 bags",
     "data": "generate training / evaluation data",
     "eval": "evaluate a planner (open loop, closed loop)",
+    "candidates": "the learned candidate scorer's training frames and fit",
 }
 
 

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from wamdiff2_core.apps.candidate_options import add_candidate_options, candidate_settings
+from wamdiff2_core.candidates.config import CHOICES
 from wamdiff2_core.apps.common import (CAMERAS_HELP, CliError, add_decode_options,
                                        add_field_options, check_model_source, rig_arg,
                                        decode_config, decode_knobs, field_overrides,
@@ -85,6 +87,7 @@ def _register_open_loop(group) -> None:
                                 "commit_rule", "threshold", "constrained", "mode"))
     add_field_options(parser)
     add_predict_options(parser)
+    add_candidate_options(parser)
     parser.set_defaults(func=run_open_loop)
 
 
@@ -132,6 +135,7 @@ def _predictor(args: argparse.Namespace):
     from wamdiff2_core.evaluation.predictors import GROUND_TRUTH
 
     decode = decode_config(args)           # checked first, also for ground-truth answers
+    candidates = candidate_settings(args)
     if args.checkpoint == GROUND_TRUTH:
         return None, {"checkpoint": GROUND_TRUTH}
     check_model_source(args.checkpoint)
@@ -139,10 +143,12 @@ def _predictor(args: argparse.Namespace):
 
     try:
         planner = Planner.from_pretrained(args.checkpoint, decode=decode, device=args.device,
-                                          fields=field_overrides(args))
-    except ValueError as exc:          # CheckpointError: not a checkpoint, not a preset
+                                          fields=field_overrides(args), **candidates)
+    except ValueError as exc:          # CheckpointError, CandidateConfigError
         raise CliError(str(exc)) from None
     info = {"checkpoint": args.checkpoint, "device": args.device, "decode": decode.to_dict()}
+    if planner.picker is not None:
+        info["candidates"] = planner.picker.describe()
     return planner, info
 
 
@@ -278,6 +284,16 @@ def _register_closed_loop(group) -> None:
     closed.add_argument("--json", action="store_true",
                         help="print the JSON report on stdout instead of the text summary")
     closed.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_candidate_options(closed)
+    closed.add_argument("--candidate-choice", default="scorer", choices=CHOICES,
+                        help="with --candidates K > 1, whose choice the ego drives: the "
+                             "planner's scorer (default), or, to report only, the oracle "
+                             "(the best candidate by the privileged score of following it "
+                             "4 s in a copy of the world: the ceiling a scorer can reach) "
+                             "or greedy (row 0, the plan without candidates)")
+    closed.add_argument("--label-candidates", action="store_true",
+                        help="score every frame's candidates with the oracle too and report "
+                             "the privileged score of the chosen, greedy and best ones")
     closed.set_defaults(func=run_closed_loop, closed_loop_driver=IN_PROCESS)
 
 
@@ -290,11 +306,45 @@ def _drive_in_process(args: argparse.Namespace, config) -> tuple[list, dict]:
         raise CliError("--time realtime needs a planner that runs on its own: add "
                        "--through-node (the ROS node plans while the world moves on)")
     decode = decode_config(args) if decode_knobs(args) else None   # checkpoint planners only
+    candidates = candidate_settings(args)
+    if candidates["candidates"].enabled:
+        return _drive_candidates(args, config, decode, candidates)
+    if args.candidate_choice != "scorer" or args.label_candidates:
+        raise CliError("--candidate-choice and --label-candidates need --candidates 2 or more")
     try:
         planner = make_planner(args.planner, decode, config.camera.names)
     except (ValueError, FileNotFoundError, OSError) as exc:
         raise CliError(f"cannot load planner {args.planner!r}: {exc}") from None
     return drive(planner, config, progress=not args.no_progress), {}
+
+
+def _drive_candidates(args: argparse.Namespace, config, decode, candidates: dict
+                      ) -> tuple[list, dict]:
+    """A checkpoint planner with K > 1 candidates per frame; the report's ``candidates``
+    says what was chosen (and, with the oracle, how that compares with the best)."""
+    from wamdiff2_core.sim.candidate_planners import CandidateLog, checkpoint_candidates
+    from wamdiff2_core.sim.closed_loop import run_closed_loop as drive
+
+    name, _, path = args.planner.partition(":")
+    if name != "checkpoint" or not path:
+        raise CliError(f"--candidates applies to checkpoint planners, not {args.planner!r}")
+    if config.time_mode != "sync" and (args.candidate_choice == "oracle"
+                                       or args.label_candidates):
+        raise CliError("the candidate oracle scores the world at each frame's instant: it "
+                       "needs --time sync")
+    log = CandidateLog()
+    try:
+        planner = checkpoint_candidates(path, decode, config.camera.names, log=log,
+                                        choice=args.candidate_choice,
+                                        label=args.label_candidates, **candidates)
+    except (ValueError, FileNotFoundError, OSError) as exc:
+        raise CliError(f"cannot load planner {args.planner!r}: {exc}") from None
+    results = drive(planner, config, progress=not args.no_progress)
+    summary = {"k": candidates["candidates"].k, "scorer": candidates["candidates"].scorer,
+               "diversity": candidates["candidates"].diversity,
+               "temperature": candidates["candidates"].temperature,
+               "choice": args.candidate_choice, **log.summary()}
+    return results, {"candidates": summary}
 
 
 IN_PROCESS = ClosedLoopDriver("in-process", "sync", _drive_in_process)

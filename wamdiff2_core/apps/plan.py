@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 from wamdiff2_core import tasks
+from wamdiff2_core.apps.candidate_options import add_candidate_options, candidate_settings
 from wamdiff2_core.apps.common import CliError, add_model_arguments, planner_from_args
 from wamdiff2_core.types import Observation
 
@@ -38,8 +39,9 @@ def check_motion(args) -> None:
 
 def run_plan(args) -> int:
     check_motion(args)
+    candidates = candidate_settings(args)        # CliError with the reason when out of range
     images = [load_image(path) for path in args.image]
-    planner = planner_from_args(args)
+    planner = planner_from_args(args, **candidates)
     try:
         planner.check_images(images)
     except ValueError as exc:
@@ -56,15 +58,22 @@ def run_plan(args) -> int:
             print(f"raw answer: {exc.raw_text!r}")
         return 1
     stats = result.stats.to_dict()
+    cset = result.candidates
     if args.json:
+        extra = {} if cset is None else {"candidates": {
+            **cset.selection.to_json(), "texts": [c.text for c in cset.candidates]}}
         print(json.dumps({"ok": True, "waypoints": result.waypoints.tolist(),
-                          "text": result.text, "stats": stats}))
+                          "text": result.text, "stats": stats, **extra}))
         return 0
     print("waypoints (ego frame: x forward, y left; metres; t = 0.5 .. 4.0 s)")
     for i, (x, y) in enumerate(result.waypoints):
         print(f"  t={0.5 * (i + 1):.1f}s  x={x:7.2f}  y={y:7.2f}")
     print(f"decode: {stats['total_ms']:.1f} ms, {stats['tokens']} tokens, "
           f"{stats['forwards']} forwards, {stats['tokens_per_forward']:.2f} tokens/forward")
+    if cset is not None:
+        sel = cset.selection
+        note = f" ({sel.fallback})" if sel.fallback else f", margin {sel.margin:.3g}"
+        print(f"candidates: {len(cset)}, scorer {sel.scorer} chose {sel.chosen}{note}")
     return 0
 
 
@@ -80,4 +89,5 @@ def register(subparsers) -> None:
     p.add_argument("--acceleration", type=float, nargs=2, default=(0.0, 0.0),
                    metavar=("AX", "AY"), help="ego acceleration, m/s^2")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_candidate_options(p)
     p.set_defaults(func=run_plan)

@@ -7,11 +7,13 @@ format; batched, on many processes under torchrun, resumable (docs/evaluation.md
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import sys
 from pathlib import Path
 
+from wamdiff2_core.apps.candidate_options import add_candidate_options, candidate_settings
 from wamdiff2_core.apps.common import (CliError, add_decode_options, add_model_arguments,
                                        apply_threads, planner_from_args)
 from wamdiff2_core.apps.outputs import check_output
@@ -34,6 +36,7 @@ def register(subparsers) -> None:
     add_model_arguments(p)
     add_decode_options(p, ("max_new_tokens",))
     add_predict_options(p)
+    add_candidate_options(p)
     p.add_argument("--threads", type=int, default=None,
                    help="CPU threads for torch per process (default: torch's)")
     p.add_argument("--json", action="store_true",
@@ -84,7 +87,10 @@ def manifest(args: argparse.Namespace, planner, records: list) -> dict:
     return {"input": hashlib.sha256(text).hexdigest(),
             "checkpoint": str(args.checkpoint or getattr(args, "preset", None) or "bundled"),
             "dtype": str(getattr(args, "dtype", None)), "decode": planner.decode.to_dict(),
-            "planning decode": planner.plan_decode.to_dict()}
+            "planning decode": planner.plan_decode.to_dict(),
+            **({} if planner.picker is None else {"candidates": {
+                **dataclasses.asdict(planner.candidates),
+                "scorer_weights": planner.picker.weights and str(planner.picker.weights)}})}
 
 
 def predict_to(args: argparse.Namespace, settings, planner, ctx, records: list,
@@ -103,6 +109,7 @@ def predict_to(args: argparse.Namespace, settings, planner, ctx, records: list,
 def run_predict_command(args: argparse.Namespace) -> int:
     output = check_output(args.output, "--output", folder=False)
     settings = predict_settings(args)
+    candidates = candidate_settings(args)        # CliError with the reason when out of range
     try:
         apply_threads(args.threads)
     except ValueError as exc:
@@ -113,7 +120,7 @@ def run_predict_command(args: argparse.Namespace) -> int:
 
     ctx, args.device = join_ranks(args.device)
     try:
-        planner = planner_from_args(args)
+        planner = planner_from_args(args, **candidates)
         summary = predict_to(args, settings, planner, ctx, records, image_root, output)
     finally:
         close_process_group()

@@ -19,6 +19,9 @@ DIVERSITY = ("sample", "commands")
 #: Run-time scorers (``candidates.scorers.SCORERS`` maps each name to its function; the
 #: privileged oracle is not one of them: the closed loop alone has it).
 SCORER_NAMES = ("confidence", "consensus", "rules", "learned")
+#: Whose choice a simulated ego drives (``sim.candidate_planners``): the planner's scorer,
+#: or, report-only, the privileged oracle or row 0 (greedy). Never a planner setting.
+CHOICES = ("scorer", "oracle", "greedy")
 DEFAULT_SCORER = "learned"
 DEFAULT_DIVERSITY = "sample"
 DEFAULT_TEMPERATURE = 0.7

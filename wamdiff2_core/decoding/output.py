@@ -34,24 +34,27 @@ class DecodeStats:
 
 @dataclass
 class DecodeOutput:
-    """The answers of one decoded batch, in the batch's row order."""
+    """The answers of one decoded batch, in the batch's row order. ``confidences`` (from
+    the block-diffusion decoders; None from the others): per row, per answer token, the
+    model's probability of the token at the step it was committed (over the answer
+    language's tokens when constrained)."""
     sequences: list[list[int]]            # answer ids per row, end-of-answer excluded
     finished: list[bool]                  # row produced an end-of-answer token
     stats: DecodeStats = field(default_factory=DecodeStats)
+    confidences: list[list[float]] | None = None     # cut as ``sequences``
 
 
-def finish_rows(raw, eoa: int, stats: DecodeStats) -> DecodeOutput:
+def finish_rows(raw, eoa: int, stats: DecodeStats, confidences=None) -> DecodeOutput:
     """The output of generated ids ``raw`` (a (B, N) tensor): each row cut at its first
-    end-of-answer token, whose tokens (it included) are counted into ``stats``."""
-    seqs, done = [], []
+    end-of-answer token, whose tokens (it included) are counted into ``stats``;
+    ``confidences`` (a (B, N) tensor, or None) cut with them."""
+    seqs, done, cuts = [], [], []
     for row in raw.tolist():
-        if eoa in row:
-            cut = row.index(eoa)
-            seqs.append(row[:cut])
-            stats.tokens += cut + 1
-            done.append(True)
-        else:
-            seqs.append(row)
-            stats.tokens += len(row)
-            done.append(False)
-    return DecodeOutput(seqs, done, stats)
+        cut = row.index(eoa) if eoa in row else len(row)
+        seqs.append(row[:cut])
+        stats.tokens += min(cut + 1, len(row))
+        done.append(cut < len(row))
+        cuts.append(cut)
+    conf = None if confidences is None else \
+        [c[:cut] for c, cut in zip(confidences.tolist(), cuts)]
+    return DecodeOutput(seqs, done, stats, conf)

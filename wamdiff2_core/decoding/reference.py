@@ -95,15 +95,19 @@ class _Context:
 @torch.no_grad()
 def diffusion_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = DecodeConfig(),
                      use_cache: bool = True, language: AnswerLanguage | None = None,
-                     automaton: DeviceAutomaton | None = None) -> DecodeOutput:
+                     automaton: DeviceAutomaton | None = None,
+                     temperatures: list[float] | None = None) -> DecodeOutput:
     """Block-diffusion decode of an encoded prompt batch; with ``language`` (or its compiled
     ``automaton``) every answer is a word of it unless ``cfg.constrained`` is False
-    (``decoding.constraints``)."""
+    (``decoding.constraints``). ``temperatures``: one per row, replacing
+    ``cfg.temperature`` (0: that row greedy, the tokens a greedy decode gives)."""
     cfg = resolve_decode(cfg, model.fields)
     bsz = cfg.block_size or model.fields.block_size
     schedule = transfer_schedule(bsz, cfg.steps_per_block or bsz)
     mask_id, eoa = model.fields.mask_token_id, model.fields.eoa_token_id
     gen = torch.Generator(device=model.device).manual_seed(cfg.seed)
+    temperature = cfg.temperature if temperatures is None else \
+        torch.tensor(temperatures, dtype=torch.float32, device=model.device)      # (B,)
     stats = DecodeStats(batch=batch["input_ids"].shape[0])
 
     t0 = time.perf_counter()
@@ -116,10 +120,11 @@ def diffusion_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = Deco
     t0 = time.perf_counter()
     n_blocks = -(-cfg.max_new_tokens // bsz)
     finished = torch.zeros(prompt.batch, dtype=torch.bool, device=model.device)
-    out = []
+    out, confidences = [], []
     for b in range(n_blocks):
         off = b * bsz
         x = torch.full((prompt.batch, bsz), mask_id, dtype=torch.long, device=model.device)
+        conf_x = torch.zeros(x.shape, dtype=torch.float32, device=model.device)   # (B, K)
         x[finished] = eoa
         pos = prompt.answer_positions(off, bsz)                              # (3, B, K)
         n_types, n_blocks_ = prompt.answer_layout(off, bsz, masks.NOISY)
@@ -134,16 +139,20 @@ def diffusion_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = Deco
                 logits = torch.cat([carry, logits[:, :-1]], 1)               # (B, K, V)
             last = step == len(schedule) - 1
             if cons:
-                x = cons.step(x, logits, quota, last, gen)
+                new = cons.step(x, logits, quota, last, gen, temperature)
+                conf = cons.confidence(new)
             else:
-                tokens, conf = choose_tokens(logits, mask_id, cfg.temperature, gen)
+                tokens, conf = choose_tokens(logits, mask_id, temperature, gen)
                 commit = commit_mask(cfg.commit_rule, conf, masked, quota, last,
                                      cfg.threshold)
-                x = torch.where(commit, tokens, x)
+                new = torch.where(commit, tokens, x)
+            conf_x = torch.where(masked & (new != mask_id), conf, conf_x)   # this step's commits
+            x = new
             stats.denoise_forwards += 1
         if cons:
             cons.end_block(x)
         out.append(x)
+        confidences.append(conf_x)
         stats.blocks += 1
         finished |= (x == eoa).any(-1)
         if bool(finished.all()) or b == n_blocks - 1:
@@ -154,7 +163,8 @@ def diffusion_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = Deco
         stats.forwards += 1
     stats.forwards += stats.denoise_forwards
     stats.decode_ms = _ms(t0)
-    return finish_rows(torch.cat(out, -1)[:, :cfg.max_new_tokens], eoa, stats)
+    return finish_rows(torch.cat(out, -1)[:, :cfg.max_new_tokens], eoa, stats,
+                       torch.cat(confidences, -1)[:, :cfg.max_new_tokens])
 
 
 @torch.no_grad()
@@ -203,8 +213,14 @@ def ar_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = DecodeConfi
 
 def decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = DecodeConfig(),
            use_cache: bool = True, language: AnswerLanguage | None = None,
-           automaton: DeviceAutomaton | None = None) -> DecodeOutput:
+           automaton: DeviceAutomaton | None = None,
+           temperatures: list[float] | None = None) -> DecodeOutput:
     """Decode with the paradigm the checkpoint was trained for (``language`` or its compiled
-    ``automaton``: the answers' language, enforced unless ``cfg.constrained`` is False)."""
-    decoder = ar_decode if model.fields.paradigm == "ar" else diffusion_decode
-    return decoder(model, batch, cfg, use_cache, language, automaton)
+    ``automaton``: the answers' language, enforced unless ``cfg.constrained`` is False);
+    ``temperatures``: one per row (block diffusion only)."""
+    if model.fields.paradigm == "ar":
+        if temperatures is not None:
+            raise ValueError("a temperature per row needs a block-diffusion model; this one "
+                             "decodes autoregressively")
+        return ar_decode(model, batch, cfg, use_cache, language, automaton)
+    return diffusion_decode(model, batch, cfg, use_cache, language, automaton, temperatures)

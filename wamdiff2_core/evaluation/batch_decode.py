@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -157,6 +157,9 @@ def decode_batch(planner: Any, records: Sequence[Any], batch: Sequence[Job]) -> 
 
 def _decode_loaded(planner: Any, records: Sequence[Any], loaded: list) -> dict[int, dict]:
     first = loaded[0][0].ask
+    if first.observation is not None and getattr(planner, "picker", None) is not None:
+        return {job.index: _candidates_item(planner, records, job, images)
+                for job, images in loaded}
     try:
         rows, stats = decode_rows(planner, [job.ask.prompt for job, _ in loaded],
                                   [images for _, images in loaded], first)
@@ -186,6 +189,26 @@ def _decode_loaded(planner: Any, records: Sequence[Any], loaded: list) -> dict[i
         out[job.index] = prediction_item(records[job.index], job.index, row.text, error,
                                          extra)
     return out
+
+
+def _candidates_item(planner: Any, records: Sequence[Any], job: Job, images: list) -> dict:
+    """The predictions-file object of a planning record answered by a planner with K > 1
+    candidates: the chosen plan as ``prediction``, the candidates and the selection under
+    ``wamdiff2.candidates``."""
+    record = records[job.index]
+    try:
+        cset = planner.plan_candidates(replace(job.ask.observation, images=list(images)))
+    except (RuntimeError, ValueError) as exc:
+        return prediction_item(record, job.index, "", f"decoding failed: {exc}",
+                               {"task": job.ask.task})
+    chosen = cset.chosen
+    extra = {"task": job.ask.task, "image_size": list(job.sizes[0]),
+             "forwards": cset.stats.forwards, "decode_ms": round(cset.stats.total_ms, 3),
+             "batch_size": len(cset),
+             "candidates": {**cset.selection.to_json(),
+                            "texts": [c.text for c in cset.candidates]},
+             **parsed(job.ask.task, chosen.text, job.sizes[0])}
+    return prediction_item(record, job.index, chosen.text, None, extra)
 
 
 __all__ = ["Job", "RowAnswer", "answer_budget", "decode_batch", "decode_rows", "image_paths",

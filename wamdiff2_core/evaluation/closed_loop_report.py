@@ -97,6 +97,8 @@ def format_text(report: dict) -> str:
              f"{report['invalid_plans']}",
              _timing_line(report),
              f"fallback: {report['fallback']}"]
+    if "candidates" in report:
+        lines.append(_candidates_line(report["candidates"]))
     for failed in report["failed_episodes"]:
         lines.append(f"  episode {failed['index']} FAILED: {failed['reason']}")
     for name, item in report["by_scenario"].items():
@@ -109,6 +111,20 @@ def format_text(report: dict) -> str:
         lines.append(f"  episode {episode['index']:3d} {episode['scenario']:<13} "
                      f"score {episode['score']:.3f}{note}")
     return "\n".join(lines) + "\n"
+
+
+def _candidates_line(c: dict) -> str:
+    """What a candidates planner chose: how often not the greedy plan, fallbacks, the L2 to
+    the expert's plan and (labelled) the privileged score of the chosen / greedy / best."""
+    line = (f"candidates: K {c['k']}, scorer {c['scorer']}, drove {c['choice']}: "
+            f"{c.get('not_greedy', 0):.0%} of {c['frames']} frames not the greedy plan, "
+            f"{c.get('fallbacks', 0)} scorer fallbacks; mean L2 to the expert's plan "
+            f"chosen {c.get('l2_chosen_m')} m, greedy {c.get('l2_greedy_m')} m")
+    if "oracle_score" in c:
+        o = c["oracle_score"]
+        line += (f"; privileged score chosen {o['chosen']:.3f}, greedy {o['greedy']:.3f}, "
+                 f"best {o['best']:.3f}")
+    return line
 
 
 def _timing_line(report: dict) -> str:

@@ -28,6 +28,7 @@ class Ask:
     prompt: str                           # the human turn the model reads
     decode: DecodeConfig
     language: tasks.AnswerLanguage | None
+    observation: Observation | None = None   # a planning record's state (its images apart)
 
     @property
     def group(self) -> tuple:
@@ -48,7 +49,7 @@ def ask(planner: Any, record: Mapping) -> Ask:
                                   acceleration=state["acceleration"],
                                   position=state["position"])
         return Ask(task, planner.planning_prompt(observation), planner.plan_decode,
-                   planner.plan_language)
+                   planner.plan_language, observation)
     if task == "detection":
         return Ask(task, tasks.detection_prompt(), planner.detection_decode,
                    tasks.detection_language())

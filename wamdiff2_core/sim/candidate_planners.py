@@ -24,11 +24,11 @@ from typing import Any, Protocol
 import numpy as np
 
 from wamdiff2_core.candidates import CandidateSet, ScoringContext, feature_matrix
-from wamdiff2_core.sim.planners import PlannerFn, SimObservation
+from wamdiff2_core.candidates.config import CHOICES
+from wamdiff2_core.sim.planners import PlannerFn, SimObservation, check_rig
 from wamdiff2_core.tasks import AnswerParseError
 from wamdiff2_core.types import Observation, PlanResult
 
-CHOICES = ("scorer", "oracle", "greedy")
 
 
 class CandidatePlanner(Protocol):
@@ -155,3 +155,18 @@ def _oracle(observation: SimObservation, cset: CandidateSet) -> list:
     for i, outcome in zip(valid, scored):
         outcomes[i] = outcome
     return outcomes
+
+
+def checkpoint_candidates(path: str, decode=None, cameras: tuple[str, ...] | None = None, *,
+                          candidates, scorer_weights=None, choice: str = "scorer",
+                          log: CandidateLog | None = None, label: bool = False) -> PlannerFn:
+    """A checkpoint (directory or preset) as a closed-loop candidates planner
+    (``Planner(candidates=...)`` under :func:`candidates_planner`); ``cameras``: the run's
+    rig, which must be the model's (ValueError, before any episode)."""
+    from wamdiff2_core.decoding.config import DecodeConfig
+    from wamdiff2_core.planner import Planner  # torch and transformers load here
+
+    planner = Planner.from_pretrained(path, decode=decode or DecodeConfig(),
+                                      candidates=candidates, scorer_weights=scorer_weights)
+    check_rig(planner.model.fields.cameras, cameras, f"checkpoint {path}")
+    return candidates_planner(planner, choice, log, label)

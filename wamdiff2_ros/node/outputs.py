@@ -171,12 +171,14 @@ SOURCE_LEVELS = {"model": DiagnosticStatus.OK, "last_plan": DiagnosticStatus.WAR
 
 
 def plan_status_msg(stamp: Time, name: str, source: str, reason: str, command: str,
-                    age_s: float | None = None, detail: str = "") -> DiagnosticArray:
+                    age_s: float | None = None, detail: str = "",
+                    extra: dict[str, str] | None = None) -> DiagnosticArray:
     """The `~/output/status` message of one published Path: stamped like it (the image
     stamp), one status named `name` whose level and values say where it came from
     (`source`: model, last_plan, stop) and why (`reason`: empty for the model's own plan,
     else the counter of the failure, e.g. parse_failures, odometry_stale, camera_missing;
-    `detail`: which inputs it lacked, e.g. the camera named, in the message too)."""
+    `detail`: which inputs it lacked, e.g. the camera named, in the message too; `extra`:
+    more key/values, e.g. the candidates' scorer, its choice and margin)."""
     message = source if not reason else f"{source}: {reason}"
     if detail:
         message += f" ({detail})"
@@ -187,6 +189,7 @@ def plan_status_msg(stamp: Time, name: str, source: str, reason: str, command: s
         values.append(KeyValue(key="plan_age_s", value=f"{age_s:.3f}"))
     if detail:
         values.append(KeyValue(key="detail", value=detail))
+    values += [KeyValue(key=k, value=v) for k, v in (extra or {}).items()]
     status = DiagnosticStatus(level=SOURCE_LEVELS[source], name=name, message=message,
                               hardware_id="wamdiff2", values=values)
     return DiagnosticArray(header=Header(stamp=stamp), status=[status])

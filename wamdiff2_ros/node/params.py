@@ -22,6 +22,10 @@ from typing import Any, Callable, Mapping
 
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 
+from wamdiff2_core.candidates import (DIVERSITY, MAX_K, SCORER_NAMES, CandidateConfig,
+                                      CandidateConfigError)
+from wamdiff2_core.candidates.config import (DEFAULT_DIVERSITY, DEFAULT_SCORER,
+                                             DEFAULT_TEMPERATURE, MAX_TEMPERATURE)
 from wamdiff2_core.decoding import COMMIT_RULES, DecodeConfig
 from wamdiff2_core.decoding.config import BACKENDS, DECODE_MODES, DEFAULT_BACKEND
 from wamdiff2_core.tasks import COMMANDS, MAX_ACCEL_MPS2, MAX_SPEED_MPS, check_cameras
@@ -164,6 +168,27 @@ PARAMS: tuple[ParamSpec, ...] = (
                                           "this speed allows (rounded up to whole seconds); "
                                           "0: the parser's whole range (docs/decoding.md)",
               "decode", float_range=(0.0, 1000.0)),
+    ParamSpec("candidates.k", 1, "Candidate plans per frame, decoded in one batch; the "
+                                 "scorer's choice is the Path (~/output/candidates: all of "
+                                 "them with their scores); 1: one plan, no scorer",
+              "decode", int_range=(1, MAX_K)),
+    ParamSpec("candidates.scorer", DEFAULT_SCORER, "Who chooses among the candidates, with "
+                                                   "run-time information only: confidence, "
+                                                   "consensus, rules or learned (the "
+                                                   "checkpoint's candidate_scorer.json or "
+                                                   "candidates.scorer_weights)", "decode",
+              choices=SCORER_NAMES),
+    ParamSpec("candidates.scorer_weights", "", "The learned scorer's weights file; empty: "
+                                               "the checkpoint's candidate_scorer.json",
+              "decode"),
+    ParamSpec("candidates.diversity", DEFAULT_DIVERSITY, "How candidates differ from the "
+                                                         "greedy plan: sample (at "
+                                                         "candidates.temperature) or commands "
+                                                         "(the other commands' greedy plans "
+                                                         "first)", "decode", choices=DIVERSITY),
+    ParamSpec("candidates.temperature", DEFAULT_TEMPERATURE, "Sampling temperature of the "
+                                                             "sampled candidates", "decode",
+              float_range=(0.01, MAX_TEMPERATURE)),
     ParamSpec("backend", DEFAULT_BACKEND, "Decoder backend (wamdiff2_core.decoding.engine): "
                                  "fast (static KV cache; CUDA graphs on a GPU) or reference "
                                  "(eager, the ground truth); same tokens", "decode",
@@ -274,6 +299,8 @@ class NodeConfig:
     plan_decode: DecodeConfig | None  # planning answers' settings; None: `decode`
     plan_max_speed: float | None    # the planning language's envelope, m/s; None: none
     backend: str
+    candidates: CandidateConfig     # k = 1: one plan per frame
+    scorer_weights: str | None      # the learned scorer's file; None: the checkpoint's
     tasks: frozenset[str]
     default_command: str
     image_transport: str
@@ -344,6 +371,20 @@ def plan_decode_config(values: Mapping[str, Any], decode: DecodeConfig
         raise ValueError(f"plan_decode.{exc}") from None
 
 
+def candidate_config(values: Mapping[str, Any]) -> CandidateConfig:
+    """The CandidateConfig the `candidates.*` values describe; ValueError naming the
+    parameter."""
+    fields = {"k": int(values["candidates.k"]), "scorer": values["candidates.scorer"],
+              "diversity": values["candidates.diversity"],
+              "temperature": float(values["candidates.temperature"])}
+    for field, value in fields.items():          # each alone: the message names its parameter
+        try:
+            CandidateConfig(**{field: value})
+        except CandidateConfigError as exc:
+            raise ValueError(f"candidates.{field}: {exc}") from None
+    return CandidateConfig(**fields)
+
+
 def model_fields(values: Mapping[str, Any]) -> dict[str, Any]:
     """The diffusion fields the `model.*` parameters (and a non-zero `decode.block_size`) give
     the planner's loading (``Planner.from_pretrained(fields=...)``)."""
@@ -390,6 +431,8 @@ def node_config(values: Mapping[str, Any]) -> NodeConfig:
         plan_decode=plan_decode_config(values, decode),
         plan_max_speed=float(values["plan_max_speed_mps"]) or None,
         backend=values["backend"],
+        candidates=candidate_config(values),
+        scorer_weights=values["candidates.scorer_weights"] or None,
         tasks=frozenset(tasks),
         default_command=values["default_command"],
         image_transport=values["image_transport"],

@@ -204,13 +204,17 @@ class PlannerNode(LifecycleNode):
                                               device=cfg.device, dtype=cfg.dtype,
                                               backend=cfg.backend,
                                               plan_decode=cfg.plan_decode, fields=cfg.fields,
-                                              plan_max_speed=cfg.plan_max_speed)
+                                              plan_max_speed=cfg.plan_max_speed,
+                                              candidates=cfg.candidates,
+                                              scorer_weights=cfg.scorer_weights)
             self.get_logger().info(planner.model.describe())
             if planner.cameras != cfg.cameras:
                 raise ValueError(f"parameter cameras {list(cfg.cameras)} are not the cameras "
                                  f"the model was trained with: set cameras to "
                                  f"{list(planner.cameras)} (its order)")
             self.get_logger().info(f"decoding with {planner.decode_summary()}")
+            if planner.picker is not None:
+                self.get_logger().info(f"planning with {planner.picker.describe()}")
             stats = self._planning.run(planner.warmup)
         except Exception as exc:  # noqa: BLE001 - a failed configure leaves us unconfigured
             self.stats.state = "unconfigured"
@@ -343,7 +347,9 @@ class PlannerNode(LifecycleNode):
             try:
                 planner = self._planner.reconfigure(cfg.decode, backend=cfg.backend,
                                                     plan_decode=cfg.plan_decode,
-                                                    plan_max_speed=cfg.plan_max_speed)
+                                                    plan_max_speed=cfg.plan_max_speed,
+                                                    candidates=cfg.candidates,
+                                                    scorer_weights=cfg.scorer_weights)
                 self._planning.run(planner.warmup)
             except Exception as exc:  # noqa: BLE001 - rejected, the old planner stays
                 return SetParametersResult(successful=False, reason=(

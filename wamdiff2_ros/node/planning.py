@@ -47,6 +47,7 @@ class PlanOutcome:
     ms: float = 0.0              # wall time of the planner call (0: not called)
     stats: DecodeStats | None = None
     text: str = ""               # the model's raw answer
+    candidates: Any = None       # the frame's candidates.CandidateSet (K > 1), its choice the plan
     planner_ms: float | None = None   # the planner's own time; None when it did not run
     detail: str = ""             # which inputs a fallback lacked (the cameras, named)
 
@@ -201,7 +202,8 @@ class Planning:
         self.last_plan.remember(plan)
         return PlanOutcome(job, plan, motion=motion, parsed=True,
                            ms=(time.monotonic() - start) * 1e3, stats=result.stats,
-                           text=result.text, planner_ms=result.stats.total_ms)
+                           text=result.text, planner_ms=result.stats.total_ms,
+                           candidates=result.candidates)
 
     def _fallback(self, job: FrameJob, motion: EgoMotion, failure: str, message: str,
                   level: bytes, ms: float = 0.0, stats: DecodeStats | None = None,

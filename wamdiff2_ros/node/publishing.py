@@ -12,10 +12,12 @@ import time
 
 from diagnostic_msgs.msg import DiagnosticArray
 from nav_msgs.msg import Path
+from sensor_msgs.msg import PointCloud2
 from std_msgs.msg import ColorRGBA, Float64, String
 from visualization_msgs.msg import Marker, MarkerArray
 
 from wamdiff2_core.decoding.config import DecodeStats
+from wamdiff2_ros.node import candidates as candidate_msgs
 from wamdiff2_ros.node import outputs
 from wamdiff2_ros.node.bad_input import BadInput
 from wamdiff2_ros.node.diagnostics import ERROR, WARN, NodeStats, Reporter
@@ -23,7 +25,8 @@ from wamdiff2_ros.node.fallback import MODEL
 from wamdiff2_ros.node.odometry import OdometryTracker
 from wamdiff2_ros.node.planning import AnswerOutcome, Planning, PlanOutcome
 from wamdiff2_ros.node.qos import OUTPUT_QOS
-from wamdiff2_ros.node.topics import (ANSWER_TOPIC, DETECTIONS_TOPIC, MARKERS_TOPIC,
+from wamdiff2_ros.node.topics import (ANSWER_TOPIC, CANDIDATE_MARKERS_TOPIC,
+                                      CANDIDATES_TOPIC, DETECTIONS_TOPIC, MARKERS_TOPIC,
                                       PATH_TOPIC, PROCESSING_TIME_TOPIC, STATS_TOPIC,
                                       STATUS_TOPIC)
 from wamdiff2_ros.node.worker import Frame, FrameJob, QuestionJob
@@ -62,6 +65,8 @@ class NodeOutputs:
         self._status = publisher(DiagnosticArray, STATUS_TOPIC)
         self._frame_stats = publisher(DiagnosticArray, STATS_TOPIC)
         self._processing_ms = publisher(Float64, PROCESSING_TIME_TOPIC)
+        self._candidates = publisher(PointCloud2, CANDIDATES_TOPIC)
+        self._candidate_markers = publisher(MarkerArray, CANDIDATE_MARKERS_TOPIC)
         self._detections = (publisher(outputs.Detection2DArray, DETECTIONS_TOPIC)
                             if outputs.HAVE_VISION_MSGS else None)
 
@@ -82,9 +87,12 @@ class NodeOutputs:
             self._stats.count(f"fallback_{plan.source}")
         path = self._path_msg(outcome)
         self._path.publish(path)
-        self._status.publish(outputs.plan_status_msg(frame.header.stamp, self._name,
-                                                     plan.source, outcome.failure, command,
-                                                     plan.age_s, outcome.detail))
+        cset = outcome.candidates if plan.source == MODEL else None
+        self._status.publish(outputs.plan_status_msg(
+            frame.header.stamp, self._name, plan.source, outcome.failure, command, plan.age_s,
+            outcome.detail, candidate_msgs.status_values(cset) if cset is not None else None))
+        if cset is not None:
+            self._publish_candidates(cset, path.header)
         now = time.monotonic()
         self._processing_ms.publish(Float64(data=(now - frame.received) * 1e3))
         self._stats.count("paths_published")
@@ -99,6 +107,15 @@ class NodeOutputs:
         return [*outputs.path_markers(path),
                 status_marker(config.output_frame, frame.header.stamp, text,
                               plan.source == MODEL)]
+
+    def _publish_candidates(self, cset, header) -> None:
+        """The frame's candidates (the Path's frame and stamp) and their markers; a scorer
+        that fell back is reported (counted, logged, on /diagnostics)."""
+        self._candidates.publish(candidate_msgs.candidates_cloud(cset, header))
+        self._candidate_markers.publish(outputs.marker_array(
+            candidate_msgs.candidate_markers(cset, header)))
+        if cset.selection.fallback:
+            self.reporter.problem(WARN, "scorer_fallbacks", cset.selection.fallback)
 
     def _path_msg(self, outcome: PlanOutcome) -> Path:
         """The outcome's Path: ego frame, or the odometry's frame placed with its pose."""

@@ -14,6 +14,9 @@ DETECTIONS_TOPIC = "~/output/detections"
 ANSWER_TOPIC = "~/output/answer"
 STATUS_TOPIC = "~/output/status"
 STATS_TOPIC = "~/output/stats"
+# sensor_msgs/PointCloud2: every candidate plan's waypoints and score (node/candidates.py)
+CANDIDATES_TOPIC = "~/output/candidates"
+CANDIDATE_MARKERS_TOPIC = "~/output/candidates/markers"
 # std_msgs/Float64 (Jazzy's wheels have no stamped float such as Autoware's Float64Stamped)
 PROCESSING_TIME_TOPIC = "~/debug/processing_time_ms"
 DIAGNOSTICS_TOPIC = "/diagnostics"

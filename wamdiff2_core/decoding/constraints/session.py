@@ -85,12 +85,20 @@ class ReferenceConstraint:
         self.ok = sets.budget_ok(self.auto, offset, block, self.cfg.max_new_tokens)
 
     def step(self, x: torch.Tensor, logits: torch.Tensor, quota: int, last: bool,
-             gen: torch.Generator | None) -> torch.Tensor:
+             gen: torch.Generator | None, temperature=None) -> torch.Tensor:
+        """The block after one constrained step (``temperature``: None for the config's,
+        or a per-row tensor)."""
         cfg = self.cfg
-        return step.reference_step(self.auto, self.entry, x,
-                                   sets.column_logits(self.auto, logits), self.mask_id,
+        self.columns = sets.column_logits(self.auto, logits)                # (B, K, C)
+        return step.reference_step(self.auto, self.entry, x, self.columns, self.mask_id,
                                    self.ok, cfg.commit_rule, quota, last, cfg.threshold,
-                                   cfg.temperature, gen)
+                                   cfg.temperature if temperature is None else temperature,
+                                   gen)
+
+    def confidence(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, K) the model's probability, over the language's tokens, of each token of
+        ``x`` in the last step's logits (0 where ``x`` holds no token of the language)."""
+        return sets.token_probability(self.auto, self.columns, x)
 
     def end_block(self, x: torch.Tensor) -> None:
         self.entry = step.exit_set(self.auto, self.entry, x, self.mask_id, self.ok)

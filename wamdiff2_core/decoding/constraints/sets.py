@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 
 from wamdiff2_core.decoding.constraints.automaton import DeviceAutomaton
-from wamdiff2_core.decoding.sampling import gumbel_noise
+from wamdiff2_core.decoding.sampling import Temperature, choice_scores
 
 NEG_INF = float("-inf")
 
@@ -113,22 +113,30 @@ def column_logits(auto: DeviceAutomaton, logits: torch.Tensor) -> torch.Tensor:
     return logits.float().index_select(-1, auto.col_tok)
 
 
+def token_probability(auto: DeviceAutomaton, col_logits: torch.Tensor, x: torch.Tensor
+                      ) -> torch.Tensor:
+    """(R, K) softmax over the language's columns (``col_logits`` (R, K, C)) at each token
+    of ``x`` (R, K); 0 where ``x`` holds an id outside the language (the mask)."""
+    cols = auto.tok_col.index_select(0, x.reshape(-1)).view_as(x)             # (R, K)
+    probs = torch.softmax(col_logits, dim=-1).gather(-1, cols.clamp_min(0).unsqueeze(-1))
+    return torch.where(cols >= 0, probs.squeeze(-1), torch.zeros_like(probs.squeeze(-1)))
+
+
 def choose(auto: DeviceAutomaton, col_logits: torch.Tensor, allowed: torch.Tensor,
-           temperature: float, generator: torch.Generator | None = None
+           temperature: Temperature, generator: torch.Generator | None = None
            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Tokens, confidences and choice scores under the restriction.
 
     Logits outside ``allowed`` are -inf before the softmax, so a forced token has
     confidence 1. Greedy at temperature 0; otherwise Gumbel-max sampling, the confidence
-    being the untempered probability (as ``sampling.choose_tokens``). Returns tokens (R, K)
+    being the untempered probability (as ``sampling.choose_tokens``; ``temperature`` may be
+    an (R,) tensor, one per row). Returns tokens (R, K)
     vocabulary ids, confidences (R, K) fp32 and the scores (R, K, C) the choice maximised
     (for the budget-end fill)."""
     none = ~allowed.any(-1, keepdim=True)                 # infeasible: no NaN, never used
     lg = torch.where(allowed, col_logits, torch.where(none, 0.0, NEG_INF))
     probs = torch.softmax(lg, dim=-1)                                        # (R, K, C)
-    scores = lg
-    if temperature > 0:
-        scores = lg / temperature + gumbel_noise(probs.shape, generator, probs.device)
+    scores = choice_scores(lg, temperature, generator)
     cols = scores.argmax(-1)                                                 # (R, K)
     conf = probs.gather(-1, cols.unsqueeze(-1)).squeeze(-1)
     return auto.col_tok.index_select(0, cols.reshape(-1)).view_as(cols), conf, scores
