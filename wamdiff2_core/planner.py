@@ -15,7 +15,7 @@ import torch
 
 from wamdiff2_core import tasks
 from wamdiff2_core.candidates import CandidateConfig, CandidateSet, ScoringContext
-from wamdiff2_core.candidates.decode import Decoded, by_temperature
+from wamdiff2_core.candidates.decode import Decoded
 from wamdiff2_core.candidates.picker import CandidatePicker, checkpoint_weights
 from wamdiff2_core.decoding.config import (DEFAULT_BACKEND, DecodeConfig, FastConfig,
                                           resolve_decode)
@@ -148,6 +148,10 @@ class Planner:
         if "exact" in (self.decode.mode, self.plan_decode.mode):   # the verifier up front:
             engine.exact_verifier()     # ValueError / CheckpointError at load, not at a plan
         self.candidates, self._scorer_weights = candidates or CandidateConfig(), scorer_weights
+        if self.candidates.enabled and self.plan_decode.mode == "exact":
+            raise ValueError("candidate plans are rows sampled apart by block diffusion; exact "
+                             "mode answers the verifier's one greedy plan: use one or the "
+                             "other")
         self.picker = CandidatePicker(self.candidates, scorer_weights or checkpoint_weights(
             model.origin or None)) if self.candidates.enabled else None
 
@@ -320,17 +324,19 @@ class Planner:
         self.check_images(observation.images)
         context = ScoringContext(observation.command, tuple(observation.velocity),
                                  tuple(observation.acceleration))
-        return self.picker.pick(by_temperature(self._decode_at),
+        return self.picker.pick(self._decode_rows,
                                 lambda c: self.planning_prompt(replace(observation, command=c)),
                                 list(observation.images), context)
 
-    def _decode_at(self, prompts: list[str], images: list[list], temperature: float
-                   ) -> Decoded:
-        """Planning answers of one batch at one temperature: texts, per-token confidences
-        (empty where the decoder reports none), statistics."""
-        decode = replace(self.plan_decode, temperature=temperature, seed=self.candidates.seed)
+    def _decode_rows(self, prompts: list[str], images: list[list], temperatures: list[float]
+                     ) -> Decoded:
+        """Planning answers of one batch, row i at ``temperatures[i]``: texts, per-token
+        confidences, statistics. Rows of one prompt are that prompt prefilled once."""
+        decode = replace(self.plan_decode, seed=self.candidates.seed)
+        if len(set(prompts)) == 1:
+            prompts, images = prompts[:1], images[:1]
         out = self.engine.decode(self._encode(prompts, images, decode), decode,
-                                 self.plan_language)
+                                 self.plan_language, temperatures)
         texts = [self.model.processor.decode_answer(s) for s in out.sequences]
         return texts, out.confidences or [()] * len(texts), out.stats
 

@@ -8,7 +8,7 @@ import pytest
 from wamdiff2_core.candidates import (FEATURES, Candidate, CandidateSet, ScoringContext,
                                       feature_matrix)
 from wamdiff2_core.candidates.config import CandidateConfigError, Row
-from wamdiff2_core.candidates.decode import by_temperature, decode_candidates, parse_candidate
+from wamdiff2_core.candidates.decode import decode_candidates, parse_candidate
 from wamdiff2_core.candidates.features import kinematics
 from wamdiff2_core.candidates.scorers import SCORERS, make_scorer, select
 from wamdiff2_core.decoding.config import DecodeStats
@@ -91,20 +91,20 @@ def test_an_unparsed_candidate_is_never_chosen():
     assert math.isnan(nothing.margin)
 
 
-def test_decode_candidates_groups_rows_by_temperature_and_keeps_bad_answers():
+def test_decode_candidates_is_one_batch_and_keeps_bad_answers():
     calls = []
 
-    def decode_at(prompts, images, temperature):
-        calls.append((tuple(prompts), temperature))
-        text = "oops" if temperature else format_waypoints(straight(10.0))
-        return [text] * len(prompts), [(0.9,)] * len(prompts), DecodeStats(tokens=10)
+    def decode_rows(prompts, images, temperatures):
+        calls.append((tuple(prompts), tuple(temperatures)))
+        texts = ["oops" if t else format_waypoints(straight(10.0)) for t in temperatures]
+        return texts, [(0.9,)] * len(prompts), DecodeStats(tokens=10, batch=len(prompts))
 
     rows = (Row("left", 0.0), Row("left", 0.7), Row("right", 0.0))
-    cset = decode_candidates(by_temperature(decode_at), lambda c: f"go {c}", ["img"], rows)
-    assert calls == [(("go left", "go right"), 0.0), (("go left",), 0.7)]
+    cset = decode_candidates(decode_rows, lambda c: f"go {c}", ["img"], rows)
+    assert calls == [(("go left", "go left", "go right"), (0.0, 0.7, 0.0))]
     assert [c.valid for c in cset.candidates] == [True, False, True]
     assert cset.candidates[2].command == "right" and cset.candidates[1].error
-    assert cset.stats.tokens == 20 and cset.stats.batch == 3
+    assert cset.stats.tokens == 10 and cset.stats.batch == 3
     assert parse_candidate("1,2", Row("left", 0.0)).error
 
 

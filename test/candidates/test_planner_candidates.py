@@ -47,6 +47,9 @@ def test_row_zero_is_the_plan_without_candidates(plain, four, frame):
     assert len(cset) == 4 and cset.candidates[0].text == one.text
     assert [c.temperature for c in cset.candidates] == [0.0, 0.7, 0.7, 0.7]
     assert all(c.valid and c.text == format_waypoints(c.waypoints) for c in cset.candidates)
+    tokens = [len(four.model.processor.encode_text(c.text)) for c in cset.candidates]
+    assert [len(c.confidences) for c in cset.candidates] == tokens
+    assert all(0.0 < p <= 1.0 for c in cset.candidates for p in c.confidences)
     chosen = cset.candidates[cset.selection.chosen]
     assert result.text == chosen.text and np.array_equal(result.waypoints, chosen.waypoints)
     assert cset.selection.scorer == "rules" and not cset.selection.fallback

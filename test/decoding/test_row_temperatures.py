@@ -5,6 +5,7 @@ import pytest
 
 from wamdiff2_core import tasks
 from wamdiff2_core.decoding.config import DecodeConfig
+from wamdiff2_core.decoding.engine import DecodingEngine
 from wamdiff2_core.decoding.reference import decode
 from wamdiff2_core.planner import load_model
 
@@ -16,10 +17,17 @@ def bundle():
     return load_model(None)
 
 
+PROMPT = tasks.planning_prompt("straight", (12.0, 0.0), (0.0, 0.0))
+
+
 @pytest.fixture(scope="module")
 def batch(bundle, camera_images):
-    prompt = tasks.planning_prompt("straight", (12.0, 0.0), (0.0, 0.0))
-    return bundle.processor.encode_prompts([prompt] * 4, [[camera_images[0]]] * 4)
+    return bundle.processor.encode_prompts([PROMPT] * 4, [[camera_images[0]]] * 4)
+
+
+@pytest.fixture(scope="module")
+def one(bundle, camera_images):
+    return bundle.processor.encode_prompts([PROMPT], [[camera_images[0]]])
 
 
 @pytest.fixture(scope="module")
@@ -56,3 +64,27 @@ def test_an_ar_model_refuses_row_temperatures(camera_images):
     one = ar.processor.encode_prompts([tasks.qa_prompt("Clear?")], [[camera_images[0]]])
     with pytest.raises(ValueError, match="block-diffusion model"):
         decode(ar, one, DecodeConfig(max_new_tokens=4), temperatures=[0.0])
+
+
+@pytest.mark.parametrize("constrained", [None, False])
+def test_fast_copies_of_one_prompt_equal_the_reference_rows(bundle, one, constrained):
+    """One prompt prefilled once and copied to five rows (two greedy, three sampled) by the
+    fast decoder: the reference's tokens and confidences for five identical rows."""
+    cfg = DecodeConfig(seed=7, constrained=constrained)
+    temps = [0.0, 0.9, 0.9, 0.9, 0.0]
+    engine = DecodingEngine(bundle, "fast")
+    fast = engine.decode(one, cfg, PLANNING, temps)
+    ref = DecodingEngine(bundle, "reference").decode(one, cfg, PLANNING, temps)
+    assert fast.sequences == ref.sequences and len(fast.sequences) == 5
+    for f, r in zip(fast.confidences, ref.confidences):
+        assert f == pytest.approx(r, abs=1e-5)
+    assert fast.sequences[0] == fast.sequences[4] == engine.decode(one, cfg, PLANNING
+                                                                   ).sequences[0]
+
+
+def test_row_temperatures_are_refused_where_they_cannot_be(bundle, batch):
+    engine = DecodingEngine(bundle, "fast")
+    with pytest.raises(ValueError, match="3 temperatures for a batch of 4 prompts"):
+        engine.decode(batch, DecodeConfig(), PLANNING, [0.0, 0.5, 0.5])
+    with pytest.raises(ValueError, match="not exact mode"):
+        engine.decode(batch, DecodeConfig(mode="exact"), PLANNING, [0.0] * 4)

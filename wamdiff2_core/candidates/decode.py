@@ -3,12 +3,10 @@ decode, the answers parsed.
 
 The decode itself is the caller's (the planner's engine): ``decode_rows(prompts, images,
 temperatures)`` decodes one batch, row i at ``temperatures[i]`` (0: greedy), and returns
-each row's answer text, per-token confidences and the batch's ``DecodeStats``. A decoder
-that takes one temperature per call groups the rows itself (``by_temperature``).
+each row's answer text, per-token confidences and the batch's ``DecodeStats``.
 """
 from __future__ import annotations
 
-from dataclasses import fields
 from typing import Callable, Sequence
 
 from wamdiff2_core import tasks
@@ -19,29 +17,6 @@ from wamdiff2_core.decoding.config import DecodeStats
 Decoded = tuple[list[str], list[Sequence[float]], DecodeStats]
 #: (prompts, image lists, temperature per row) -> texts, confidences per row, stats.
 DecodeRows = Callable[[list[str], list[list], list[float]], Decoded]
-#: (prompts, image lists, one temperature) -> the same.
-DecodeAt = Callable[[list[str], list[list], float], Decoded]
-
-
-def by_temperature(decode_at: DecodeAt) -> DecodeRows:
-    """``DecodeRows`` from a decoder of one temperature per call: one call per distinct
-    temperature (first-seen order), rows put back in place, statistics added up."""
-    def decode_rows(prompts: list[str], images: list[list], temperatures: list[float]
-                    ) -> Decoded:
-        texts: list = [None] * len(prompts)
-        confidences: list = [()] * len(prompts)
-        total = DecodeStats(batch=len(prompts))
-        for temperature in dict.fromkeys(temperatures):
-            index = [i for i, t in enumerate(temperatures) if t == temperature]
-            out_texts, out_conf, stats = decode_at([prompts[i] for i in index],
-                                                   [images[i] for i in index], temperature)
-            for i, text, conf in zip(index, out_texts, out_conf):
-                texts[i], confidences[i] = text, conf
-            for f in fields(DecodeStats):
-                if f.name != "batch":
-                    setattr(total, f.name, getattr(total, f.name) + getattr(stats, f.name))
-        return texts, confidences, total
-    return decode_rows
 
 
 def decode_candidates(decode_rows: DecodeRows, prompt_for: Callable[[str], str],

@@ -24,6 +24,7 @@ time; nothing else is shared between them.
 from __future__ import annotations
 
 import threading
+from typing import Sequence
 
 from wamdiff2_core.decoding import exact, fast, fast_ar, fast_exact, reference
 from wamdiff2_core.decoding.config import (BACKENDS, DecodeConfig, ExactConfig, FastConfig,
@@ -31,6 +32,7 @@ from wamdiff2_core.decoding.config import (BACKENDS, DecodeConfig, ExactConfig, 
 from wamdiff2_core.decoding.constraints.automaton import DeviceAutomaton
 from wamdiff2_core.decoding.constraints.session import (check_budget, device_automaton,
                                                         language_for)
+from wamdiff2_core.decoding.copies import repeat_batch
 from wamdiff2_core.decoding.output import DecodeOutput, DecodeStats
 from wamdiff2_core.decoding.runner import FastRunner
 from wamdiff2_core.decoding.verify import check_verifier, load_verifier
@@ -86,21 +88,44 @@ class DecodingEngine:
         return auto
 
     def decode(self, batch: dict, cfg: DecodeConfig,
-               language: AnswerLanguage | None = None) -> DecodeOutput:
+               language: AnswerLanguage | None = None,
+               temperatures: Sequence[float] | None = None) -> DecodeOutput:
         """The answers of an encoded prompt batch (``processor.encode_prompts``), decoded
         with ``cfg`` resolved for this model; with ``language``, each answer is a word of
-        it unless ``cfg.constrained`` is False (``constraints.session.language_for``)."""
+        it unless ``cfg.constrained`` is False (``constraints.session.language_for``).
+
+        ``temperatures`` (block diffusion, not exact mode): one per row, replacing
+        ``cfg.temperature`` (0: that row greedy, as a greedy decode answers it); for a batch
+        of one prompt, ``len(temperatures)`` rows of it (K candidate plans), whose prompt
+        the fast decoder prefills once. ValueError for another count of rows or mode."""
         cfg = resolve_decode(cfg, self.model.fields)
         language = language_for(cfg, language)
+        if temperatures is not None:
+            temperatures = self._check_rows(batch, cfg, temperatures)
         with self.lock:
             auto = self._automaton(language, cfg.max_new_tokens) if language else None
             if cfg.mode == "exact":
                 return self._exact_decode(batch, cfg, auto)
             if self.runner is None:
-                return reference.decode(self.model, batch, cfg, automaton=auto)
+                if temperatures is not None and batch["input_ids"].shape[0] == 1:
+                    batch = repeat_batch(batch, len(temperatures))
+                return reference.decode(self.model, batch, cfg, automaton=auto,
+                                        temperatures=temperatures)
             if self.model.fields.paradigm == "ar":
                 return fast_ar.decode(self.runner, batch, cfg, auto)
-            return fast.decode(self.runner, batch, cfg, auto)
+            return fast.decode(self.runner, batch, cfg, auto, temperatures)
+
+    def _check_rows(self, batch: dict, cfg: DecodeConfig, temperatures: Sequence[float]
+                    ) -> list[float]:
+        """``temperatures`` as floats; ValueError where a temperature per row cannot be."""
+        prompts = batch["input_ids"].shape[0]
+        if len(temperatures) != prompts and prompts != 1:
+            raise ValueError(f"{len(temperatures)} temperatures for a batch of {prompts} "
+                             f"prompts: give one per prompt, or one prompt to copy")
+        if cfg.mode == "exact" or self.model.fields.paradigm != "diffusion":
+            raise ValueError("a temperature per row needs block-diffusion decoding (not exact "
+                             "mode, not a next-token model)")
+        return [float(t) for t in temperatures]
 
     def exact_verifier(self) -> Wamdiff2Model:
         """The verifier of exact mode, loaded and checked on first use.

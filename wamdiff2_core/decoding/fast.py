@@ -38,13 +38,15 @@ import time
 import torch
 
 from wamdiff2_core.decoding.config import DecodeConfig
+from wamdiff2_core.decoding.constraints import sets
 from wamdiff2_core.decoding.constraints.automaton import DeviceAutomaton
 from wamdiff2_core.decoding.constraints.session import FastConstraint
+from wamdiff2_core.decoding.copies import repeat_prompt
 from wamdiff2_core.decoding.graphs import STEP_MODES
 from wamdiff2_core.decoding.output import DecodeOutput, DecodeStats, finish_rows
 from wamdiff2_core.decoding.remasking import commit_mask, transfer_schedule, unsettled
 from wamdiff2_core.decoding.runner import FastRunner, sync
-from wamdiff2_core.decoding.sampling import choose_tokens
+from wamdiff2_core.decoding.sampling import Temperature, choose_tokens
 from wamdiff2_core.decoding.static_model import Prefix
 from wamdiff2_core.model.prompt import prepare_prompt
 
@@ -93,6 +95,7 @@ class DiffusionState:
         self.n_steps = torch.full((1,), block_size, **long)  # the block's step budget
         self.threshold = torch.full((), 0.9, dtype=torch.float32, device=dev)
         self.pending = torch.ones((), dtype=torch.bool, device=dev)
+        self.conf = torch.zeros(batch, block_size, dtype=torch.float32, device=dev)  # (Bb, K)
         vocab = self.text.lm_head.weight.shape[0]
         self.carry = torch.zeros(batch, 1, vocab, dtype=self.text.dtype, device=dev) \
             if self.shifted else None                                          # (Bb, 1, V)
@@ -117,7 +120,7 @@ class DiffusionState:
             self.commit = make(self.commit_pass)
 
     # ------------------------------------------------------------------ one step
-    def run_step(self, temperature: float, gen, rows: int, first: bool = False,
+    def run_step(self, temperature: Temperature, gen, rows: int, first: bool = False,
                  last: bool = False) -> None:
         """One denoising step of the first ``rows`` rows: ``forward``, then ``select``
         (choose tokens, commit rule or constraints, write back). ``first``: the fused step
@@ -151,23 +154,27 @@ class DiffusionState:
                 out = torch.cat((self.carry, out[:, :-1]), 1)
         return self.cons.take_logits(out) if self.cons else out
 
-    def select(self, logits: torch.Tensor, last: bool | None, temperature: float, gen,
-               rows: int) -> None:
+    def select(self, logits: torch.Tensor, last: bool | None, temperature: Temperature,
+               gen, rows: int) -> None:
         """Choose tokens for the first ``rows`` rows of ``logits`` (greedy at temperature 0,
-        else sampled from ``gen``), commit them by the rule (or the constrained step, whose
-        ``last`` is known on the host) and write them back into ``x``; sync-free."""
+        else sampled from ``gen``; a per-row temperature tensor mixes both), commit them by
+        the rule (or the constrained step, whose ``last`` is known on the host), write them
+        back into ``x`` and their confidences into ``conf``; sync-free."""
         x = self.x[:rows]                                                      # view (R, K)
+        masked = x == self.mask_id                                             # (R, K)
         quota = self.sched.gather(0, self.step.clamp(max=self.block_size - 1))  # (1,)
         if self.cons:
             self.cons.step(x, logits[:rows], self.rule, quota, last, self.threshold,
                            temperature, gen)
+            conf = sets.token_probability(self.cons.auto, logits[:rows], x)
         else:
             tokens, conf = choose_tokens(logits[:rows], self.mask_id, temperature, gen)
             # the budget's last step as a device flag: a captured step reads no host value
             last_step = self.step == self.n_steps - 1                          # (1,)
-            commit = commit_mask(self.rule, conf, x == self.mask_id, quota, last_step,
-                                 self.threshold)
+            commit = commit_mask(self.rule, conf, masked, quota, last_step, self.threshold)
             x.copy_(torch.where(commit, tokens, x))
+        committed = masked & (x != self.mask_id)                   # this step's commits
+        self.conf[:rows].copy_(torch.where(committed, conf, self.conf[:rows]))
         self.step.add_(1)
         self.pending.copy_(unsettled(self.x, self.mask_id, self.eoa).any())
 
@@ -190,10 +197,14 @@ class DiffusionState:
 
 @torch.no_grad()
 def decode(runner: FastRunner, batch: dict, cfg: DecodeConfig,
-           auto: DeviceAutomaton | None = None) -> DecodeOutput:
+           auto: DeviceAutomaton | None = None,
+           temperatures: list[float] | None = None) -> DecodeOutput:
     """Block-diffusion decode of an encoded prompt batch with ``cfg`` as resolved
     (``config.resolve_decode``); same tokens as the reference. With ``auto``, every answer
-    is a word of its language. ``engine.DecodingEngine.decode`` is the caller."""
+    is a word of its language. ``temperatures``: one per row, replacing ``cfg.temperature``
+    (0: greedy); given for a batch of ONE prompt, the prompt is prefilled once and its cache
+    copied to ``len(temperatures)`` rows (``copies``). ``engine.DecodingEngine.decode`` is
+    the caller."""
     model, dev = runner.model, runner.device
     with runner.no_autograd():
         block_size = cfg.block_size or model.fields.block_size
@@ -201,10 +212,13 @@ def decode(runner: FastRunner, batch: dict, cfg: DecodeConfig,
         eoa = model.fields.eoa_token_id
         n_blocks = -(-cfg.max_new_tokens // block_size)
         gen = torch.Generator(device=model.device).manual_seed(cfg.seed)
-        rows = batch["input_ids"].shape[0]
+        prompts = batch["input_ids"].shape[0]
+        rows = prompts if temperatures is None else len(temperatures)
         stats = DecodeStats(batch=rows)
         bb = runner.bucket(rows)
-        greedy = cfg.temperature == 0
+        greedy = cfg.temperature == 0 if temperatures is None else max(temperatures) == 0
+        temperature = cfg.temperature if temperatures is None else \
+            torch.tensor(temperatures, dtype=torch.float32, device=dev)          # (R,)
         needed = batch["input_ids"].shape[1] + n_blocks * block_size
         key = ("diffusion", bb, block_size, cfg.commit_rule, greedy, runner.fuse_commit) + \
             ((auto.language,) if auto else ())
@@ -216,6 +230,11 @@ def decode(runner: FastRunner, batch: dict, cfg: DecodeConfig,
         prompt = prepare_prompt(model, batch, block_size)
         dyn, last_logits, lengths = runner.prefill(prompt)
         st.cache.load_prefill(dyn, lengths)
+        if rows != prompts:                              # copies: one prefill, rows of it
+            st.cache.kv[:, :, 1:rows].copy_(st.cache.kv[:, :, :1].expand(
+                -1, -1, rows - 1, -1, -1, -1))
+            prompt, lengths = repeat_prompt(prompt, rows), lengths * rows
+            last_logits = last_logits.expand(rows, -1, -1)
         if st.shifted:
             st.carry.zero_()
             st.carry[:rows].copy_(last_logits)
@@ -228,6 +247,7 @@ def decode(runner: FastRunner, batch: dict, cfg: DecodeConfig,
             st.cons.start(cfg.max_new_tokens, rows)
         finished = torch.arange(bb, device=dev) >= rows                           # padding: done
         out = torch.full((bb, n_blocks * block_size), eoa, dtype=torch.long, device=dev)
+        conf = torch.zeros(bb, n_blocks * block_size, dtype=torch.float32, device=dev)
         positions = torch.arange(block_size, device=dev)
         sync(dev)
         stats.prefill_ms = (time.perf_counter() - t0) * 1e3
@@ -247,6 +267,7 @@ def decode(runner: FastRunner, batch: dict, cfg: DecodeConfig,
             st.slots.copy_(base.unsqueeze(-1) + off + positions)
             st.kv_len.copy_(base + off + block_size)
             st.step.zero_()
+            st.conf.zero_()
             if st.cons:
                 st.cons.begin_block(off)
             lens = [n + off + block_size for n in lengths] + [off + block_size] * (bb - rows)
@@ -254,13 +275,14 @@ def decode(runner: FastRunner, batch: dict, cfg: DecodeConfig,
             done_steps = 0
             while done_steps < len(schedule):
                 for _ in range(min(runner.sync_every, len(schedule) - done_steps)):
-                    st.run_step(cfg.temperature, gen, rows, first=fused and done_steps == 0,
+                    st.run_step(temperature, gen, rows, first=fused and done_steps == 0,
                                 last=done_steps == len(schedule) - 1)
                     done_steps += 1
                 if not bool(st.pending):                     # the done-check: every sync_every
                     break
             stats.denoise_forwards += done_steps
             out[:, off:off + block_size] = st.x
+            conf[:, off:off + block_size] = st.conf
             stats.blocks += 1
             finished |= (st.x == eoa).any(-1)
             if bool(finished.all()) or b == n_blocks - 1:
@@ -271,5 +293,6 @@ def decode(runner: FastRunner, batch: dict, cfg: DecodeConfig,
         stats.forwards += stats.denoise_forwards
         sync(dev)
         stats.decode_ms = (time.perf_counter() - t0) * 1e3
-        return finish_rows(out[:rows, :stats.blocks * block_size][:, :cfg.max_new_tokens],
-                           eoa, stats)
+        done = stats.blocks * block_size
+        return finish_rows(out[:rows, :done][:, :cfg.max_new_tokens], eoa, stats,
+                           conf[:rows, :done][:, :cfg.max_new_tokens])

@@ -102,8 +102,8 @@ def diffusion_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = Deco
     (``decoding.constraints``). ``temperatures``: one per row, replacing
     ``cfg.temperature`` (0: that row greedy, the tokens a greedy decode gives)."""
     cfg = resolve_decode(cfg, model.fields)
-    bsz = cfg.block_size or model.fields.block_size
-    schedule = transfer_schedule(bsz, cfg.steps_per_block or bsz)
+    block_size = cfg.block_size or model.fields.block_size
+    schedule = transfer_schedule(block_size, cfg.steps_per_block or block_size)
     mask_id, eoa = model.fields.mask_token_id, model.fields.eoa_token_id
     gen = torch.Generator(device=model.device).manual_seed(cfg.seed)
     temperature = cfg.temperature if temperatures is None else \
@@ -111,25 +111,26 @@ def diffusion_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = Deco
     stats = DecodeStats(batch=batch["input_ids"].shape[0])
 
     t0 = time.perf_counter()
-    prompt = prepare_prompt(model, batch, bsz)
+    prompt = prepare_prompt(model, batch, block_size)
     ctx = _Context(model, prompt, use_cache)
     cons = _constraint(model, cfg, language, automaton, prompt.batch)
     shift, carry = model.fields.shift, ctx.last_logits     # carry: the shifted model's (B, 1, V)
     stats.prefill_ms = _ms(t0)
 
     t0 = time.perf_counter()
-    n_blocks = -(-cfg.max_new_tokens // bsz)
+    n_blocks = -(-cfg.max_new_tokens // block_size)
     finished = torch.zeros(prompt.batch, dtype=torch.bool, device=model.device)
     out, confidences = [], []
     for b in range(n_blocks):
-        off = b * bsz
-        x = torch.full((prompt.batch, bsz), mask_id, dtype=torch.long, device=model.device)
+        off = b * block_size
+        x = torch.full((prompt.batch, block_size), mask_id, dtype=torch.long,
+                       device=model.device)
         conf_x = torch.zeros(x.shape, dtype=torch.float32, device=model.device)   # (B, K)
         x[finished] = eoa
-        pos = prompt.answer_positions(off, bsz)                              # (3, B, K)
-        n_types, n_blocks_ = prompt.answer_layout(off, bsz, masks.NOISY)
+        pos = prompt.answer_positions(off, block_size)                       # (3, B, K)
+        n_types, n_blocks_ = prompt.answer_layout(off, block_size, masks.NOISY)
         if cons:
-            cons.begin_block(off, bsz)
+            cons.begin_block(off, block_size)
         for step, quota in enumerate(schedule):
             if not unsettled(x, mask_id, eoa).any():     # every answer of the block is settled
                 break
@@ -157,7 +158,7 @@ def diffusion_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = Deco
         finished |= (x == eoa).any(-1)
         if bool(finished.all()) or b == n_blocks - 1:
             break
-        c_types, c_blocks = prompt.answer_layout(off, bsz, masks.CLEAN)
+        c_types, c_blocks = prompt.answer_layout(off, block_size, masks.CLEAN)
         committed = ctx.logits(x, c_types, c_blocks, pos, keep=True)         # commit pass
         carry = committed[:, -1:]                                            # (B, 1, V)
         stats.forwards += 1
