@@ -17,8 +17,8 @@ from wamdiff2_core import tasks
 from wamdiff2_core.candidates import CandidateConfig, CandidateSet, ScoringContext
 from wamdiff2_core.candidates.decode import Decoded
 from wamdiff2_core.candidates.picker import CandidatePicker, checkpoint_weights
-from wamdiff2_core.decoding.config import (DEFAULT_BACKEND, DecodeConfig, FastConfig,
-                                          resolve_decode)
+from wamdiff2_core.decoding.config import (DEFAULT_BACKEND, DecodeConfig, ExactConfig,
+                                          FastConfig, resolve_decode)
 from wamdiff2_core.decoding.engine import DecodingEngine
 from wamdiff2_core.decoding.output import DecodeStats
 from wamdiff2_core.devices import check_device
@@ -119,7 +119,13 @@ class Planner:
     ``k`` candidates decoded in one batch (``plan_candidates``; docs/candidates.md), made by
     the scorer it names (the learned one reads ``scorer_weights``, by default the
     checkpoint's ``candidate_scorer.json``); ``k`` = 1, the default, plans as without
-    candidates. A scorer that cannot be built is a CandidateConfigError (a ValueError)."""
+    candidates. A scorer that cannot be built is a CandidateConfigError (a ValueError).
+
+    ``verifier`` and ``exact`` set exact mode (``DecodeConfig.mode == "exact"``: the answers
+    are the verifier's greedy answers; docs/decoding.md, "Exact mode"): the verifier is a
+    next-token model, a checkpoint directory, ``"self"`` or None (the checkpoint's
+    ``ar_teacher/``, else ``"self"``), loaded when a setting first needs it, and
+    ``exact`` (``ExactConfig``) how it drafts and verifies."""
 
     def __init__(self, model: Wamdiff2Model, decode: DecodeConfig = DecodeConfig(),
                  backend: str | None = None, plan_decode: DecodeConfig | None = None,
@@ -127,13 +133,16 @@ class Planner:
                  plan_max_speed: float | None = tasks.PLAN_MAX_SPEED_MPS,
                  lateral_status: bool | None = None,
                  candidates: CandidateConfig | None = None,
-                 scorer_weights: str | Path | None = None):
+                 scorer_weights: str | Path | None = None, verifier=None,
+                 exact: ExactConfig | None = None):
         if engine is None:                       # ValueError naming the known backends
-            engine = DecodingEngine(model, backend or DEFAULT_BACKEND, fast or FastConfig())
+            engine = DecodingEngine(model, backend or DEFAULT_BACKEND, fast or FastConfig(),
+                                    verifier=verifier, exact=exact or ExactConfig())
         elif engine.model is not model or backend not in (None, engine.backend) \
-                or fast not in (None, engine.fast):
-            raise ValueError("an engine given to a Planner must hold its model, backend and "
-                             "fast settings")
+                or fast not in (None, engine.fast) or exact not in (None, engine.exact) \
+                or verifier not in (None, engine.verifier_spec):
+            raise ValueError("an engine given to a Planner must hold its model, backend, "
+                             "fast and exact-mode settings")
         self.model, self.engine = model, engine
         self.decode = self._resolve(decode)
         self._plan_override = plan_decode and self._resolve(plan_decode)
@@ -166,14 +175,15 @@ class Planner:
                         lateral_status: bool | None = None,
                         fast: FastConfig | None = None,
                         candidates: CandidateConfig | None = None,
-                        scorer_weights: str | Path | None = None) -> "Planner":
+                        scorer_weights: str | Path | None = None, verifier=None,
+                        exact: ExactConfig | None = None) -> "Planner":
         """Load a checkpoint directory, build a preset, or (None) load the bundled model.
         ``fields``: diffusion fields the checkpoint does not state, or that replace its own
         (``load_model``); ``planner.model.describe()`` says where each one came from."""
         return cls(load_model(path_or_preset, device, dtype, fields=fields), decode, backend,
                    plan_decode, fast=fast, plan_max_speed=plan_max_speed,
                    lateral_status=lateral_status, candidates=candidates,
-                   scorer_weights=scorer_weights)
+                   scorer_weights=scorer_weights, verifier=verifier, exact=exact)
 
     @property
     def backend(self) -> str:
@@ -183,7 +193,8 @@ class Planner:
     def reconfigure(self, decode: DecodeConfig | None = None, backend: str | None = None,
                     plan_decode=_KEEP, plan_max_speed=_KEEP,
                     fast: FastConfig | None = None, candidates=_KEEP,
-                    scorer_weights=_KEEP) -> "Planner":
+                    scorer_weights=_KEEP, verifier=_KEEP,
+                    exact: ExactConfig | None = None) -> "Planner":
         """A new planner of these weights with other settings (``plan_decode``,
         ``plan_max_speed``, ``candidates`` and ``scorer_weights``: kept unless given;
         ``plan_decode=None`` drops it; a new ``decode`` is resolved as in the constructor);
@@ -194,7 +205,11 @@ class Planner:
         automata are reused; the two take turns on ``engine.lock``); otherwise it builds
         its own."""
         backend, fast = backend or self.engine.backend, fast or self.engine.fast
-        same = (backend, fast) == (self.engine.backend, self.engine.fast)
+        verifier = self.engine.verifier_spec if verifier is _KEEP else verifier
+        exact = exact or self.engine.exact
+        same = (backend, fast, verifier, exact) == (self.engine.backend, self.engine.fast,
+                                                    self.engine.verifier_spec,
+                                                    self.engine.exact)
         return type(self)(self.model, decode or self.decode, backend,
                           self._plan_override if plan_decode is _KEEP else plan_decode,
                           fast=fast, engine=self.engine if same else None,
@@ -203,7 +218,8 @@ class Planner:
                           lateral_status=self.lateral_status,
                           candidates=self.candidates if candidates is _KEEP else candidates,
                           scorer_weights=(self._scorer_weights if scorer_weights is _KEEP
-                                          else scorer_weights))
+                                          else scorer_weights),
+                          verifier=verifier, exact=exact)
 
     def _resolve(self, decode: DecodeConfig) -> DecodeConfig:
         try:

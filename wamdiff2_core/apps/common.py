@@ -15,7 +15,8 @@ import errno
 from dataclasses import dataclass, fields
 
 from wamdiff2_core.decoding.config import (BACKENDS, COMMIT_RULES, DECODE_MODES, DEFAULT_BACKEND,
-                                          DEFAULT_COMMIT_RULE, DEFAULT_THRESHOLD, DecodeConfig)
+                                          DEFAULT_COMMIT_RULE, DEFAULT_DRAFT_STEPS,
+                                          DEFAULT_THRESHOLD, DecodeConfig, ExactConfig)
 
 
 class CliError(Exception):
@@ -201,6 +202,32 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     add_field_options(parser)
 
 
+def add_exact_options(parser: argparse.ArgumentParser) -> None:
+    """--verifier DIR|self and --draft-steps N: exact mode's verifier and draft budget (they
+    matter with --decode-mode exact; ``exact_settings`` reads them, ``planner_from_args``
+    passes them on), for the commands whose planner honours them."""
+    parser.add_argument("--verifier", metavar="DIR|self", default=None,
+                        help="exact mode's verifier, whose greedy answers it returns: a "
+                             "next-token checkpoint, or self (the model read token by token; "
+                             "default: the checkpoint's ar_teacher/, else self)")
+    parser.add_argument("--draft-steps", type=int, default=None, metavar="N",
+                        help="exact mode's denoising steps per draft (default: "
+                             f"{DEFAULT_DRAFT_STEPS})")
+
+
+def exact_settings(args: argparse.Namespace) -> dict:
+    """The Planner keywords of --verifier and --draft-steps (``verifier``, ``exact``); an
+    invalid value is one CliError."""
+    verifier = getattr(args, "verifier", None)
+    if verifier not in (None, "self"):
+        check_model_source(verifier)
+    try:
+        return {"verifier": verifier,
+                "exact": ExactConfig(draft_steps=getattr(args, "draft_steps", None))}
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+
+
 def check_model_source(source) -> None:
     """A checkpoint directory's config and weight headers, checked before torch is imported
     (seconds of start-up): a bad checkpoint is one CliError at once."""
@@ -227,7 +254,7 @@ def planner_from_args(args: argparse.Namespace, decode: DecodeConfig | None = No
         return Planner.from_pretrained(args.checkpoint or args.preset, decode=decode,
                                        device=args.device, dtype=args.dtype,
                                        backend=args.backend, fields=field_overrides(args),
-                                       **candidates)
+                                       **candidates, **exact_settings(args))
     except LanguageError as exc:
         raise CliError(language_hint(exc)) from None
     except (CheckpointError, ValueError) as exc:

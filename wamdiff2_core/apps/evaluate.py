@@ -22,8 +22,9 @@ from typing import Any, Callable
 from wamdiff2_core.apps.candidate_options import add_candidate_options, candidate_settings
 from wamdiff2_core.candidates.config import CHOICES
 from wamdiff2_core.apps.common import (CAMERAS_HELP, CliError, add_decode_options,
-                                       add_field_options, check_model_source, rig_arg,
-                                       decode_config, decode_knobs, field_overrides,
+                                       add_exact_options, add_field_options,
+                                       check_model_source, rig_arg, decode_config,
+                                       decode_knobs, exact_settings, field_overrides,
                                        scenarios_arg, subgroup)
 from wamdiff2_core.apps.outputs import check_output
 from wamdiff2_core.apps.predict import add_predict_options, predict_settings, predict_to
@@ -85,6 +86,7 @@ def _register_open_loop(group) -> None:
     parser.add_argument("--device", default="cpu", help="torch device (default: cpu)")
     add_decode_options(parser, ("block_size", "steps_per_block", "max_new_tokens",
                                 "commit_rule", "threshold", "constrained", "mode"))
+    add_exact_options(parser)
     add_field_options(parser)
     add_predict_options(parser)
     add_candidate_options(parser)
@@ -135,7 +137,7 @@ def _predictor(args: argparse.Namespace):
     from wamdiff2_core.evaluation.predictors import GROUND_TRUTH
 
     decode = decode_config(args)           # checked first, also for ground-truth answers
-    candidates = candidate_settings(args)
+    candidates, exact = candidate_settings(args), exact_settings(args)
     if args.checkpoint == GROUND_TRUTH:
         return None, {"checkpoint": GROUND_TRUTH}
     check_model_source(args.checkpoint)
@@ -143,7 +145,8 @@ def _predictor(args: argparse.Namespace):
 
     try:
         planner = Planner.from_pretrained(args.checkpoint, decode=decode, device=args.device,
-                                          fields=field_overrides(args), **candidates)
+                                          fields=field_overrides(args), **candidates,
+                                          **exact)
     except ValueError as exc:          # CheckpointError, CandidateConfigError
         raise CliError(str(exc)) from None
     info = {"checkpoint": args.checkpoint, "device": args.device, "decode": decode.to_dict()}

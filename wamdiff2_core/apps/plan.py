@@ -5,7 +5,8 @@ import json
 
 from wamdiff2_core import tasks
 from wamdiff2_core.apps.candidate_options import add_candidate_options, candidate_settings
-from wamdiff2_core.apps.common import CliError, add_model_arguments, planner_from_args
+from wamdiff2_core.apps.common import (CliError, add_exact_options, add_model_arguments,
+                                       planner_from_args)
 from wamdiff2_core.types import Observation
 
 
@@ -80,6 +81,7 @@ def run_plan(args) -> int:
 def register(subparsers) -> None:
     p = subparsers.add_parser("plan", help="plan 8 waypoints from one camera image")
     add_model_arguments(p)
+    add_exact_options(p)
     p.add_argument("--image", required=True, nargs="+", metavar="PATH",
                    help="front camera image (PNG/JPEG); a model of several cameras: one per "
                         "camera, in its order (model.describe() names them)")

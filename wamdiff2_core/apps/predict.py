@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 from wamdiff2_core.apps.candidate_options import add_candidate_options, candidate_settings
-from wamdiff2_core.apps.common import (CliError, add_decode_options, add_model_arguments,
-                                       apply_threads, planner_from_args)
+from wamdiff2_core.apps.common import (CliError, add_decode_options, add_exact_options,
+                                       add_model_arguments, apply_threads, planner_from_args)
 from wamdiff2_core.apps.outputs import check_output
 from wamdiff2_core.tasks import RECORDS_FILE
 
@@ -34,6 +34,7 @@ def register(subparsers) -> None:
                    help="predictions file to write (.json: a JSON list, .jsonl: one object "
                         "per line); its parts go to FILE.parts/ until the run ends")
     add_model_arguments(p)
+    add_exact_options(p)
     add_decode_options(p, ("max_new_tokens",))
     add_predict_options(p)
     add_candidate_options(p)
@@ -90,7 +91,9 @@ def manifest(args: argparse.Namespace, planner, records: list) -> dict:
             "planning decode": planner.plan_decode.to_dict(),
             **({} if planner.picker is None else {"candidates": {
                 **dataclasses.asdict(planner.candidates),
-                "scorer_weights": planner.picker.weights and str(planner.picker.weights)}})}
+                "scorer_weights": planner.picker.weights and str(planner.picker.weights)}}),
+            **({"verifier": planner.engine.exact_verifier().origin or "self"}   # exact mode:
+               if "exact" in (planner.decode.mode, planner.plan_decode.mode) else {})}
 
 
 def predict_to(args: argparse.Namespace, settings, planner, ctx, records: list,
