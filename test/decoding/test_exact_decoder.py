@@ -248,6 +248,8 @@ def test_a_verifier_must_share_the_tokenizer_and_be_next_token(drafter, verifier
     with pytest.raises(ValueError, match="does not share the drafter's tokenizer "
                                          r"\(end-of-answer id differ\)"):
         check_verifier(drafter, verifier.with_fields(eoa_token_id=3))
+    with pytest.raises(ValueError, match=r"\(image preprocessing differ\)"):
+        check_verifier(drafter, verifier.with_max_pixels(64 * 64))
     with pytest.raises(ValueError, match="next-token"):
         check_verifier(drafter, drafter)
     batch = encode(drafter, prompts, camera_images, 1)
