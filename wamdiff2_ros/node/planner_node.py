@@ -215,7 +215,9 @@ class PlannerNode(LifecycleNode):
             self.get_logger().info(f"decoding with {planner.decode_summary()}")
             if planner.picker is not None:
                 self.get_logger().info(f"planning with {planner.picker.describe()}")
-            stats = self._planning.run(planner.warmup)
+            # here, not on the model's thread: a warm-up there made every later plan on that
+            # thread several times slower on a CPU (docs/history.md, 2026-12-06)
+            stats = planner.warmup()
         except Exception as exc:  # noqa: BLE001 - a failed configure leaves us unconfigured
             self.stats.state = "unconfigured"
             self.stats.configure_error = f"{type(exc).__name__}: {exc}"
@@ -350,7 +352,7 @@ class PlannerNode(LifecycleNode):
                                                     plan_max_speed=cfg.plan_max_speed,
                                                     candidates=cfg.candidates,
                                                     scorer_weights=cfg.scorer_weights)
-                self._planning.run(planner.warmup)
+                planner.warmup()
             except Exception as exc:  # noqa: BLE001 - rejected, the old planner stays
                 return SetParametersResult(successful=False, reason=(
                     f"{', '.join(changed['decode'])}: the planner could not be rebuilt "

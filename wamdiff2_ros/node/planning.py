@@ -129,11 +129,6 @@ class Planning:
     def close(self) -> None:
         self._model.close()
 
-    def run(self, fn: Callable[..., Any], *args) -> Any:
-        """`fn(*args)` on the model's thread (a warm-up: torch is much slower on the main
-        thread of a busy machine, and a decode must not overlap a plan)."""
-        return self._model.call(fn, *args)
-
     # ------------------------------------------------------------------ frames
     def plan(self, job: FrameJob) -> PlanOutcome:
         """The outcome of planning `job`'s frame (see the module docstring)."""
