@@ -26,6 +26,7 @@ process by 16 bytes a pixel per episode (0.9 MB at 320x180, 3.7 MB at 640x360, m
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -59,80 +60,86 @@ MARKING = (0.95, 0.95, 0.92, 1.0)
 PALETTE = ((0.80, 0.15, 0.15), (0.15, 0.35, 0.80), (0.90, 0.75, 0.10), (0.95, 0.95, 0.95),
            (0.10, 0.55, 0.25), (0.55, 0.20, 0.65), (0.95, 0.50, 0.10), (0.20, 0.20, 0.22))
 
-_ENGINE = None
-_POOL: dict[tuple[int, int], list] = {}        # (width, height) -> idle offscreen buffers
+class SoftwareDisplay:
+    """The process's Panda3D software pipe and graphics engine, and its idle offscreen
+    buffers by size: the one owner of what rendering takes from the process.
 
+    It is per process, not per renderer, because Panda3D makes one graphics pipe per process
+    and p3tinydisplay never frees a buffer that has drawn: renderers hand their buffers back
+    here and the next renderer of that size takes them (``software_display()``)."""
 
-def _engine():
-    """One Panda3D software graphics pipe and engine per process, made on first use."""
-    global _ENGINE
-    if _ENGINE is None:
+    def __init__(self):
         from panda3d.core import GraphicsEngine, GraphicsPipeSelection, loadPrcFileData
 
         loadPrcFileData("wamdiff2-sim", _PRC)
         selection = GraphicsPipeSelection.get_global_ptr()
         selection.load_aux_modules()
-        pipe = selection.make_pipe("TinyOffscreenGraphicsPipe")
-        if pipe is None:
+        self.pipe = selection.make_pipe("TinyOffscreenGraphicsPipe")
+        if self.pipe is None:
             raise RuntimeError("Panda3D's software renderer (p3tinydisplay) is unavailable")
-        _ENGINE = (pipe, GraphicsEngine(pipe))
-    return _ENGINE
+        self.engine = GraphicsEngine(self.pipe)
+        self.idle: dict[tuple[int, int], list[_Offscreen]] = {}   # (width, height) -> buffers
+
+    def acquire(self, width: int, height: int) -> "_Offscreen":
+        """An idle buffer of this size, else a new one; active."""
+        idle = self.idle.setdefault((width, height), [])
+        screen = idle.pop() if idle else _Offscreen.make(self, width, height)
+        screen.buffer.set_active(True)
+        return screen
+
+    def release(self, screen: "_Offscreen") -> None:
+        """Take a buffer back, inactive and holding no camera (no scene is kept alive)."""
+        from panda3d.core import NodePath
+
+        screen.region.set_camera(NodePath())
+        screen.buffer.set_active(False)
+        size = (screen.buffer.get_x_size(), screen.buffer.get_y_size())
+        self.idle.setdefault(size, []).append(screen)
+
+
+@functools.cache
+def software_display() -> SoftwareDisplay:
+    """The process's SoftwareDisplay (made on first use; see the class for why one)."""
+    return SoftwareDisplay()
 
 
 @dataclass
 class _Offscreen:
     """An offscreen RGB + depth buffer with its RAM texture and its one display region."""
 
+    display: SoftwareDisplay
     buffer: object
     texture: object
     region: object
 
     @classmethod
-    def acquire(cls, width: int, height: int) -> "_Offscreen":
-        """An idle buffer of this size from the pool, else a new one; active."""
-        idle = _POOL.setdefault((width, height), [])
-        screen = idle.pop() if idle else cls._make(width, height)
-        screen.buffer.set_active(True)
-        return screen
-
-    @classmethod
-    def _make(cls, width: int, height: int) -> "_Offscreen":
+    def make(cls, display: SoftwareDisplay, width: int, height: int) -> "_Offscreen":
         from panda3d.core import (FrameBufferProperties, GraphicsOutput, GraphicsPipe,
                                   Texture, WindowProperties)
 
-        pipe, engine = _engine()
         props = FrameBufferProperties()
         props.set_rgb_color(True)
         props.set_color_bits(24)
         props.set_depth_bits(24)
-        buffer = engine.make_output(pipe, f"wamdiff2-camera-{width}x{height}", 0, props,
-                                    WindowProperties.size(width, height),
-                                    GraphicsPipe.BF_refuse_window)
+        buffer = display.engine.make_output(
+            display.pipe, f"wamdiff2-camera-{width}x{height}", 0, props,
+            WindowProperties.size(width, height), GraphicsPipe.BF_refuse_window)
         if buffer is None:
             raise RuntimeError("Panda3D could not open an offscreen buffer")
         texture = Texture()
         buffer.add_render_texture(texture, GraphicsOutput.RTM_copy_ram)
-        return cls(buffer, texture, buffer.make_display_region())
+        return cls(display, buffer, texture, buffer.make_display_region())
 
     def render(self, camera, clear) -> np.ndarray:
         """Clear to ``clear``, draw what ``camera`` sees, return the (H, W, 3) uint8 RGB."""
         self.region.set_camera(camera)
         self.buffer.set_clear_color(clear)
-        _engine()[1].render_frame()
+        self.display.engine.render_frame()
         texture = self.texture
         data = bytes(texture.get_ram_image_as("RGB"))
         image = np.frombuffer(data, dtype=np.uint8).reshape(
             texture.get_y_size(), texture.get_x_size(), 3)
         return np.ascontiguousarray(image[::-1])   # Panda3D stores rows bottom-up
-
-    def release(self) -> None:
-        """Back to the pool, inactive and holding no camera (no scene is kept alive)."""
-        from panda3d.core import NodePath
-
-        self.region.set_camera(NodePath())
-        self.buffer.set_active(False)
-        width, height = self.buffer.get_x_size(), self.buffer.get_y_size()
-        _POOL.setdefault((width, height), []).append(self)
 
 
 def encode_id(vehicle_id: int) -> tuple[float, float, float, float]:
@@ -203,7 +210,7 @@ class CameraRenderer:
         lens.set_near_far(config.near, config.far)
         cameras = [root.attach_new_node(Camera(f"camera-{config.name}", lens))
                    for root in (self._color_root, self._id_root)]
-        return _View(config, cameras, _Offscreen.acquire(config.width, config.height))
+        return _View(config, cameras, software_display().acquire(config.width, config.height))
 
     def _make_ground(self):
         from wamdiff2_core.sim.meshes import quad_strip_node
@@ -314,7 +321,7 @@ class CameraRenderer:
         """Hand the offscreen buffers back and drop the scene (idempotent)."""
         for view in self._views:
             if view.screen is not None:
-                view.screen.release()
+                view.screen.display.release(view.screen)
                 view.screen = None
         self._color_root.remove_node()
         self._id_root.remove_node()
