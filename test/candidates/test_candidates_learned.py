@@ -56,3 +56,13 @@ def test_non_finite_weights_are_refused(tmp_path):
         LinearScorer.load(path)
     with pytest.raises(ScorerWeightsError, match="cannot read"):
         LinearScorer.load(tmp_path / "missing.json")
+
+
+def test_a_greedy_bonus_keeps_row_zero_unless_beaten_by_it(tmp_path):
+    x, y, groups = _data()
+    x[:, FEATURES.index("greedy")] = np.tile([1.0, 0, 0, 0, 0, 0], 40)
+    plain, keen = fit(x, y, groups), fit(x, y, groups, greedy_bonus=100.0)
+    rows = [np.argmax(keen.predict(x[groups == g])) for g in np.unique(groups)]
+    assert rows == [0] * 40
+    assert any(np.argmax(plain.predict(x[groups == g])) != 0 for g in np.unique(groups))
+    assert LinearScorer.load(keen.save(tmp_path / "w.json")).greedy_bonus == 100.0

@@ -54,6 +54,10 @@ def register(subparsers) -> None:
     fit.add_argument("--ridge", type=float, default=10.0, help="ridge penalty (default 10)")
     fit.add_argument("--folds", type=int, default=3,
                      help="cross-validation folds, by episode (default 3)")
+    fit.add_argument("--greedy-bonus", type=float, default=0.0, metavar="B",
+                     help="added to the greedy plan's score (row 0): another candidate must "
+                          "beat it by B; chosen on closed-loop runs of the tuning seeds "
+                          "(default 0)")
     fit.set_defaults(func=run_fit)
 
 
@@ -96,11 +100,11 @@ def run_fit(args: argparse.Namespace) -> int:
         raise CliError("--ridge must not be negative")
     try:
         frames = read_frames(args.data)
-        judged = cross_validate(frames, args.ridge, args.folds)
+        judged = cross_validate(frames, args.ridge, args.folds, args.greedy_bonus)
     except (FramesError, ValueError) as exc:
         raise CliError(str(exc)) from None
     scorer = fit_frames(frames, args.ridge, {"data": [str(p) for p in args.data],
-                                             "cross_validation": judged})
+                                             "cross_validation": judged}, args.greedy_bonus)
     scorer.save(args.out)
     print(json.dumps(judged))
     print(f"wrote {args.out}", file=sys.stderr)

@@ -25,6 +25,7 @@ SUBCOMMAND_MODULES = (
     "wamdiff2_core.apps.train",          # train, pipeline
     "wamdiff2_core.apps.bench.cli",      # bench decode
     "wamdiff2_core.apps.bench.predict",  # bench predict
+    "wamdiff2_core.apps.bench.candidates",  # bench candidates
     "wamdiff2_core.apps.candidates",     # candidates collect / fit
 )
 #: The entry-point group through which other packages add subcommands (``register``).

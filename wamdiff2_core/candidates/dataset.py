@@ -74,42 +74,46 @@ def read_frames(paths: Sequence[str | Path]) -> list[Frame]:
     return frames
 
 
-def fit_frames(frames: Sequence[Frame], ridge: float = 10.0, info: dict | None = None
-               ) -> LinearScorer:
+def fit_frames(frames: Sequence[Frame], ridge: float = 10.0, info: dict | None = None,
+               greedy_bonus: float = 0.0) -> LinearScorer:
     """A linear scorer fitted on ``frames`` (``learned.fit``; a frame is a group)."""
     features = np.vstack([f.features for f in frames])
     scores = np.concatenate([f.scores for f in frames])
     groups = np.concatenate([np.full(len(f.scores), i) for i, f in enumerate(frames)])
-    return fit(features, scores, groups, ridge, info)
+    return fit(features, scores, groups, ridge, info, greedy_bonus)
 
 
-def chosen_score(frame: Frame, scores: np.ndarray) -> float:
-    """The privileged score of the candidate ``scores`` (K,) would choose."""
+def chosen(frame: Frame, scores: np.ndarray) -> tuple[float, int]:
+    """The privileged score of the candidate ``scores`` (K,) would choose, and its row."""
     scores = np.where(np.isfinite(scores) & np.isfinite(frame.features).all(axis=1),
                       scores, -np.inf)
-    return float(frame.scores[int(np.argmax(scores))])
+    index = int(np.argmax(scores))
+    return float(frame.scores[index]), index
 
 
-def cross_validate(frames: Sequence[Frame], ridge: float = 10.0, folds: int = 3
-                   ) -> dict[str, float]:
+def cross_validate(frames: Sequence[Frame], ridge: float = 10.0, folds: int = 3,
+                   greedy_bonus: float = 0.0) -> dict[str, float]:
     """Mean privileged score per frame of the greedy candidate (row 0), the best one, and
     the learned choice fitted on the other folds of episodes (``folds`` folds by episode,
-    round robin)."""
+    round robin), and how often that choice is not row 0."""
     episodes = list(dict.fromkeys(f.episode for f in frames))
     if len(episodes) < folds:
         raise ValueError(f"cross-validation over {folds} folds needs at least {folds} "
                          f"episodes, got {len(episodes)}")
     fold_of = {e: i % folds for i, e in enumerate(episodes)}
-    learned = []
+    learned, moved = [], []
     for fold in range(folds):
-        train = [f for f in frames if fold_of[f.episode] != fold]
-        model = fit_frames(train, ridge)
-        learned += [chosen_score(f, model.predict(f.features)) for f in frames
-                    if fold_of[f.episode] == fold]
+        model = fit_frames([f for f in frames if fold_of[f.episode] != fold], ridge,
+                           greedy_bonus=greedy_bonus)
+        for f in (f for f in frames if fold_of[f.episode] == fold):
+            score, index = chosen(f, model.predict(f.features))
+            learned.append(score)
+            moved.append(index != 0)
     return {"frames": len(frames), "episodes": len(episodes),
             "greedy": _mean(frames, lambda f: float(f.scores[0])),
             "best": _mean(frames, lambda f: float(f.scores.max())),
-            "learned": round(float(np.mean(learned)), 4)}
+            "learned": round(float(np.mean(learned)), 4),
+            "not_greedy": round(float(np.mean(moved)), 4)}
 
 
 def _mean(frames: Sequence[Frame], value: Callable[[Frame], float]) -> float:

@@ -7,6 +7,12 @@ ranking inside a frame matters to a selection, so the fit is ridge regression on
 and labels centred per frame (what is common to a frame's candidates, e.g. how hard the
 scene is, drops out). The weights are a small JSON file (names, centre, scale, weights):
 readable, diffable, no pickle.
+
+``greedy_bonus`` is added to the score of row 0, the greedy plan (the plan without
+candidates): a candidate must beat it by that much to be chosen. Frame-by-frame labels
+cannot set it (each frame's label assumes its plan is followed for 4 s, while the closed
+loop replans every 0.5 s and pays for switching between samples), so it is chosen on
+closed-loop runs of the tuning seeds and stated when fitting.
 """
 from __future__ import annotations
 
@@ -33,6 +39,7 @@ class LinearScorer:
     scale: np.ndarray           # (F,)
     weights: np.ndarray         # (F,)
     info: dict
+    greedy_bonus: float = 0.0   # added to row 0's score
 
     def predict(self, features: np.ndarray) -> np.ndarray:
         """(K,) scores of feature rows (K, F) in ``FEATURES`` order; NaN rows (candidates
@@ -40,12 +47,15 @@ class LinearScorer:
         if tuple(self.features) != FEATURES:
             raise ScorerWeightsError(f"the weights were fitted on features {self.features}, "
                                      f"this code computes {FEATURES}")
-        return ((features - self.centre) / self.scale) @ self.weights
+        greedy = features[:, FEATURES.index("greedy")]
+        return ((features - self.centre) / self.scale) @ self.weights + \
+            self.greedy_bonus * greedy
 
     def to_json(self) -> dict:
         return {"format": FORMAT, "features": list(self.features),
                 "centre": self.centre.round(8).tolist(), "scale": self.scale.round(8).tolist(),
-                "weights": self.weights.round(8).tolist(), "info": self.info}
+                "weights": self.weights.round(8).tolist(), "greedy_bonus": self.greedy_bonus,
+                "info": self.info}
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)
@@ -70,10 +80,12 @@ class LinearScorer:
                                      f"code computes {list(FEATURES)}")
         arrays = [np.asarray(data.get(k), dtype=np.float64) for k in
                   ("centre", "scale", "weights")]
+        bonus = data.get("greedy_bonus", 0.0)
         if any(a.shape != (len(FEATURES),) or not np.isfinite(a).all() for a in arrays) or \
-                (arrays[1] <= 0).any():
+                (arrays[1] <= 0).any() or not isinstance(bonus, (int, float)) or \
+                not np.isfinite(bonus):
             raise ScorerWeightsError(f"{path} holds malformed or non-finite weights")
-        return cls(names, *arrays, data.get("info", {}))
+        return cls(names, *arrays, data.get("info", {}), float(bonus))
 
 
 def centred(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
@@ -86,7 +98,7 @@ def centred(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
 
 
 def fit(features: np.ndarray, labels: np.ndarray, groups: np.ndarray, ridge: float = 1.0,
-        info: dict | None = None) -> LinearScorer:
+        info: dict | None = None, greedy_bonus: float = 0.0) -> LinearScorer:
     """Ridge regression of per-frame centred ``labels`` (N,) on per-frame centred,
     standardised ``features`` (N, F); ``groups`` (N,) names each row's frame. Rows with a
     NaN feature (unparsed candidates) are left out."""
@@ -102,4 +114,4 @@ def fit(features: np.ndarray, labels: np.ndarray, groups: np.ndarray, ridge: flo
     weights = np.linalg.solve(xs.T @ xs + ridge * np.eye(x.shape[1]), xs.T @ ys)
     return LinearScorer(FEATURES, centre, scale, weights,
                         {"rows": int(len(y)), "frames": int(len(np.unique(g))),
-                         "ridge": ridge, **(info or {})})
+                         "ridge": ridge, **(info or {})}, greedy_bonus)
