@@ -1,6 +1,9 @@
 """The front door stays a front door: README.md is short, its tables' cells are short, every
 `wamdiff2 ...` command it (or the model card, or docs/benchmarks.md) names exists with the
-options it gives, its links resolve, and CI's test command is the one it shows."""
+options it gives, its links resolve, and CI's test command is the one it shows. The user docs
+and the comments of the files under config/ hold no lab notebook (commit hashes, issue
+numbers, load averages, records, dates), and those comments name docs and sections that
+exist."""
 from __future__ import annotations
 
 import argparse
@@ -126,11 +129,12 @@ def test_the_command_parser_catches_what_it_should():
 # and carry no dated figures (docs/benchmarks.md does).
 REFERENCE_DOCS = tuple(REPO / "docs" / name for name in (
     "ros.md", "bags.md", "evaluation.md", "INTERFACES.md", "model.md", "simulation.md",
-    "tasks.md", "training.md", "design.md"))
+    "tasks.md", "training.md", "design.md", "decoding.md"))
 # The documents a user reads.
 USER_DOCS = (README, MODEL_CARD, BENCHMARKS, *REFERENCE_DOCS)
 NOTEBOOK_MARKS = {
     "a commit hash": re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,12}\b"),
+    "a commit named": re.compile(r"\bcommits? [0-9a-f]{7,12}\b"),   # all digits, too
     "an issue number": re.compile(r"\bissues? \d+", re.I),
     "a load average": re.compile(r"\bload average", re.I),
     "a record under docs/runs": re.compile(r"docs/runs/"),
@@ -159,7 +163,7 @@ def test_the_notebook_check_catches_what_it_should(tmp_path):
     """The check above can fail: each mark is found in a line of a lab notebook."""
     page = tmp_path / "page.md"
     page.write_text("## Recovery data (issue 19, 2026-12-02: tried, not shipped)\n"
-                    "At 4248363, load average 9: `git show 7f0d49c:docs/runs/x/`.\n")
+                    "At commit 4248363, load average 9: `git show 7f0d49c:docs/runs/x/`.\n")
     assert set(_notebook_marks(page, NOTEBOOK_MARKS | REFERENCE_MARKS)) \
         == set(NOTEBOOK_MARKS) | set(REFERENCE_MARKS)
 
@@ -170,3 +174,61 @@ def test_user_docs_links_resolve(doc):
     missing = [t for t in targets
                if not t.startswith(("http://", "https://")) and not (doc.parent / t).exists()]
     assert not missing, f"{doc.relative_to(REPO)} links to files that do not exist: {missing}"
+
+
+# The configuration files a user copies and edits: their comments say why, not what happened.
+CONFIG_FILES = sorted([*(REPO / "config").rglob("*.yaml"), *(REPO / "config").rglob("*.xml")])
+# A docs file named in a comment, with the section it names after it: docs/x.md, "Section".
+_DOC_SECTION = re.compile(r"(docs/[\w/.-]+\.md)(?:,? \"([^\"]+)\")?")
+
+
+def comments(path) -> str:
+    """The comments of a YAML (``#`` to the end of a line) or XML (``<!-- -->``) file, joined
+    into one line of text so that a comment wrapped over several lines reads as one."""
+    text = path.read_text()
+    parts = re.findall(r"<!--(.*?)-->", text, flags=re.S) if path.suffix == ".xml" else \
+        [m.group(1) for line in text.splitlines() if (m := re.search(r"(?:^|\s)#(.*)$", line))]
+    return " ".join(" ".join(parts).split())
+
+
+def section_exists(doc_text: str, name: str) -> bool:
+    """Whether the doc has a heading, or a paragraph's bold lead-in, that starts with ``name``."""
+    return any(re.match(rf"(#+ |\*\*){re.escape(name)}", line)
+               for line in doc_text.splitlines())
+
+
+@pytest.mark.parametrize("path", CONFIG_FILES, ids=lambda p: str(p.relative_to(REPO)))
+def test_config_comments_carry_no_lab_notebook(path):
+    text = comments(path)
+    found = {what: pattern.findall(text)[:3]
+             for what, pattern in (NOTEBOOK_MARKS | REFERENCE_MARKS).items()
+             if pattern.search(text)}
+    assert not found, f"{path.relative_to(REPO)}'s comments have history in them (say why in " \
+                      f"a sentence; the record goes to docs/history.md): {found}"
+
+
+@pytest.mark.parametrize("path", CONFIG_FILES, ids=lambda p: str(p.relative_to(REPO)))
+def test_config_comments_name_docs_and_sections_that_exist(path):
+    wrong = []
+    for doc, name in _DOC_SECTION.findall(comments(path)):
+        target = REPO / doc
+        if not target.exists():
+            wrong.append(doc)
+        elif name and not section_exists(target.read_text(), name):
+            wrong.append(f'{doc}, "{name}"')
+    assert not wrong, f"{path.relative_to(REPO)}'s comments point at what is not there: {wrong}"
+
+
+def test_the_config_checks_catch_what_they_should(tmp_path):
+    """The checks above can fail: a wrapped comment is read whole, history and a missing
+    section are found."""
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text('# Issue 19: made at commit 2387498 (docs/training.md, "Recovery\n'
+                      '# data"; docs/decoding.md, "No such part").\nsteps: 5   # why\n')
+    text = comments(recipe)
+    assert 'docs/training.md, "Recovery data"' in text and text.endswith("why")
+    assert NOTEBOOK_MARKS["an issue number"].search(text)
+    assert NOTEBOOK_MARKS["a commit named"].search(text)
+    decoding = (REPO / "docs" / "decoding.md").read_text()
+    assert section_exists(decoding, "Commit rules")
+    assert not section_exists(decoding, "No such part")
