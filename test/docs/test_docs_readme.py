@@ -125,11 +125,10 @@ def test_the_command_parser_catches_what_it_should():
         == [["bench", "decode", "--threads", "1"]]
 
 
-# The reference docs under docs/: they say what is, not what happened (docs/history.md does)
-# and carry no dated figures (docs/benchmarks.md does).
-REFERENCE_DOCS = tuple(REPO / "docs" / name for name in (
-    "ros.md", "bags.md", "evaluation.md", "INTERFACES.md", "model.md", "simulation.md",
-    "tasks.md", "training.md", "design.md", "decoding.md"))
+# The reference docs: every doc under docs/ but the notebook (history.md) and the dated
+# figures (benchmarks.md). They say what is, not what happened, and carry no dated figures.
+REFERENCE_DOCS = tuple(sorted(p for p in (REPO / "docs").glob("*.md")
+                              if p.name not in ("history.md", "benchmarks.md")))
 # The documents a user reads.
 USER_DOCS = (README, MODEL_CARD, BENCHMARKS, *REFERENCE_DOCS)
 NOTEBOOK_MARKS = {
