@@ -70,11 +70,15 @@ def test_the_shutdown_transition_ends_the_node_without_a_stray_exception(ros_dom
             _wait_output(node, "DDS")
             reply = ""
             for _ in range(5):                  # the CLI may not have discovered it yet
-                reply = subprocess.run([str(ROS2), "lifecycle", "set", "/wamdiff2_planner",
-                                        "shutdown"], env=env, capture_output=True,
-                                       text=True, timeout=120).stdout
+                # no daemon: a daemon of this domain left by another test can answer
+                # "node not found" from its stale graph; discovery gets 5 s on a busy machine
+                done = subprocess.run([str(ROS2), "lifecycle", "set", "--no-daemon",
+                                       "--spin-time", "5", "/wamdiff2_planner", "shutdown"],
+                                      env=env, capture_output=True, text=True, timeout=120)
+                reply = done.stdout + done.stderr
                 if "Transitioning successful" in reply:
                     break
+                time.sleep(1.0)
             assert "Transitioning successful" in reply, reply
             assert node.proc.wait(60) == 0, node.output()
         finally:
