@@ -276,7 +276,9 @@ class PlannerNode(LifecycleNode):
     def close(self) -> None:
         """Stop planning and release the model; safe to call more than once."""
         self._stop_io()
-        self._planning.close()
+        if not self._planning.close():
+            self.get_logger().warning("the model's thread is still in a plan after 60 s; "
+                                      "leaving it behind")
         self._planner = None
 
     def _stop_io(self) -> None:

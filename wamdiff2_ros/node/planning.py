@@ -75,8 +75,9 @@ class AnswerOutcome:
 class ModelThread:
     """The one thread that runs the planner; a call can be waited for with a timeout.
 
-    A daemon thread: a process that ends while a plan runs past its deadline does not wait
-    for it (the node's teardown leaves it behind, as it did the planning thread)."""
+    A daemon thread, but `close` waits for a plan still running past its deadline: a process
+    that exits while the thread is inside torch aborts ("terminate called without an active
+    exception", exit -6) instead of ending cleanly."""
 
     def __init__(self):
         self._calls: queue.SimpleQueue = queue.SimpleQueue()
@@ -113,9 +114,12 @@ class ModelThread:
             self._late = future
             raise
 
-    def close(self) -> None:
-        """End the thread after the call it runs (if any)."""
+    def close(self, timeout_s: float = 60.0) -> bool:
+        """End the thread after the call it runs (if any), waiting up to `timeout_s`; True
+        once it has ended."""
         self._calls.put(None)
+        self._thread.join(timeout_s)
+        return not self._thread.is_alive()
 
 
 class Planning:
@@ -126,8 +130,9 @@ class Planning:
         self.last_plan = LastPlan()
         self._model = ModelThread()
 
-    def close(self) -> None:
-        self._model.close()
+    def close(self) -> bool:
+        """Stop the model's thread (see ModelThread.close); True once it has ended."""
+        return self._model.close()
 
     # ------------------------------------------------------------------ frames
     def plan(self, job: FrameJob) -> PlanOutcome:

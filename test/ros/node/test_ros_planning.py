@@ -400,3 +400,21 @@ def test_every_planned_frame_publishes_its_stats_with_the_image_stamp():
     assert _stats_values(rec.sent["stats"][-1])["stamp"] == "1796520000.088639314"
     assert len(rec.sent["processing_time_ms"]) == 3
     assert all(m.data > 0 for m in rec.sent["processing_time_ms"])
+
+
+def test_closing_waits_for_a_plan_past_its_deadline():
+    """A plan still running after its timeout is waited for when the node closes: a process
+    that exits while the model's thread is inside torch aborts instead of ending cleanly."""
+    finished = []
+
+    def slow(obs):
+        time.sleep(0.5)
+        finished.append(obs)
+        return PlanResult(WAYPOINTS, "text", DecodeStats())
+
+    planner = ScriptedPlanner(slow)
+    handler, rec, _ = _handler(planner, _config(plan_timeout_s=0.05))
+    handler.on_frame(_frame(3.0), now_s=3.0)           # returns at the deadline
+    assert rec.sources() == [("stop", "plan_timeouts")] and not finished
+    assert rec.planning.close() and len(finished) == 1
+    assert rec.planning.close()                        # a second close is harmless
