@@ -83,6 +83,15 @@ def status_stamps(recorder: OutputRecorder) -> set[int]:
     return stamps
 
 
+def outputs_settled(recorder: OutputRecorder) -> bool:
+    """Every frame with a Path has its status and its markers: the node publishes a frame's
+    markers last (after detection), so its counters can report a frame planned before the
+    recorder has all of that frame's messages."""
+    paths = {header_stamp_ns(r.raw) for r in recorder.messages(OUT.path)}
+    statuses = {header_stamp_ns(r.raw) for r in recorder.messages(OUT.status)}
+    return paths <= statuses and paths <= status_stamps(recorder)
+
+
 def replay_into_node(bag_path, domain: int, tmp_path, overrides: dict, rate: float,
                      timeout_s: float, clock: bool = False) -> OutputRecorder:
     """Start the node (one torch thread: robust to other load on the cores), wait until it
@@ -112,6 +121,7 @@ def replay_into_node(bag_path, domain: int, tmp_path, overrides: dict, rate: flo
         stamps = set(camera_stamps(bag_path))
         recorder.wait(lambda: stamps <= status_stamps(recorder) or
                       node_idle(recorder, len(stamps)), timeout_s)
+        recorder.wait(lambda: outputs_settled(recorder), 30)
         return recorder
     finally:
         recorder.close()
