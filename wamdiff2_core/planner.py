@@ -255,7 +255,7 @@ class Planner:
 
     def count_tokens(self, text: str) -> int:
         """How many tokens ``text`` is on its own (no chat format, no image tokens)."""
-        return len(self.model.processor.tokenizer.encode(text, add_special_tokens=False))
+        return len(self.model.processor.encode_text(text))
 
     # ------------------------------------------------------------------ core
     def generate(self, prompts: Sequence[str], images: Sequence[list],
