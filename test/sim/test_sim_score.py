@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from wamdiff2_core.evaluation.pdms import (EpisodeLog, ScoreConfig, comfort_ok, pdms, savgol,
-                                           score_episode, summarize, ttc_violation)
+                                           score_episode, struck_at_fault, summarize,
+                                           ttc_violation)
 
 DT = 0.1
 
@@ -104,3 +106,18 @@ def test_summary_means():
     off = score_episode(_log(_straight(np.full(41, 10.0)), on_drivable=np.zeros(41, bool)))
     summary = summarize([good, off])
     assert summary["score"] == pytest.approx(0.5) and summary["terms"]["dac"] == 0.5
+
+
+def _agent(x: float, y: float, yaw: float = 0.0) -> SimpleNamespace:
+    return SimpleNamespace(xy=np.array([x, y]), yaw=yaw, length=5.0, width=2.0)
+
+
+def test_a_collision_is_at_fault_unless_every_touching_vehicle_is_behind():
+    """NAVSIM's rule, shared by the closed loop and the candidate oracle: a vehicle ahead or
+    beside is the ego's fault; one behind hit the ego; far vehicles do not count."""
+    ego = _agent(10.0, 0.0, yaw=math.pi / 2)            # heading +y: "ahead" is +y
+    assert struck_at_fault(ego, [_agent(10.0, 5.0)])   # ahead
+    assert struck_at_fault(ego, [_agent(12.0, 0.0)])   # beside
+    assert not struck_at_fault(ego, [_agent(10.0, -5.0)])           # behind: it hit us
+    assert not struck_at_fault(ego, [_agent(10.0, 30.0)])           # not touching
+    assert struck_at_fault(ego, [_agent(10.0, -5.0), _agent(12.0, 0.0)])

@@ -192,6 +192,19 @@ def ttc_violation(ego: np.ndarray, ego_size: tuple[float, float], others: np.nda
 
 
 # ------------------------------------------------------------------------------ scoring
+def struck_at_fault(ego, others) -> bool:
+    """NAVSIM's at-fault test of a moving ego that has collided: at fault unless every
+    vehicle touching it (`others`: agent states with xy, length, width; `ego` with yaw too)
+    is behind it (it hit us). The standing-still exemption is the caller's."""
+    for other in others:
+        rel = map_to_ego(other.xy, ego.xy, ego.yaw)
+        if np.hypot(*rel) > (ego.length + other.length) / 2 + 1.0:
+            continue
+        if not (rel[0] < -ego.length / 2 and abs(rel[1]) < (ego.width + other.width) / 2):
+            return True
+    return False
+
+
 def score_episode(log: EpisodeLog, config: ScoreConfig = ScoreConfig()) -> EpisodeScore:
     """Score one closed-loop episode (see the module docstring)."""
     per_window = int(round(config.window_s / log.dt))

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from wamdiff2_core.evaluation.pdms import ScoreConfig, comfort_ok, pdms, ttc_violation
-from wamdiff2_core.geometry import ego_to_map, map_to_ego
+from wamdiff2_core.evaluation.pdms import (ScoreConfig, comfort_ok, pdms, struck_at_fault,
+                                           ttc_violation)
+from wamdiff2_core.geometry import ego_to_map
 from wamdiff2_core.sim.controller import ControllerConfig, Plan, TrackingController
 from wamdiff2_core.sim.world import CONTROL_DT, World
 
@@ -76,15 +77,7 @@ def _at_fault(ego, others, stationary: float) -> bool:
     """NAVSIM's rule (as the closed loop's): not at fault standing still or hit from
     behind."""
     state = World.agent_state(ego)
-    if state.speed < stationary:
-        return False
-    for other in others:
-        rel = map_to_ego(other.xy, state.xy, state.yaw)
-        if np.hypot(*rel) > (state.length + other.length) / 2 + 1.0:
-            continue
-        if not (rel[0] < -state.length / 2 and abs(rel[1]) < (state.width + other.width) / 2):
-            return True
-    return False
+    return state.speed >= stationary and struck_at_fault(state, others)
 
 
 def rollout_outcome(world: World, waypoints: np.ndarray, expert_waypoints: np.ndarray,

@@ -19,8 +19,9 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from wamdiff2_core.evaluation.closed_loop_report import distribution
-from wamdiff2_core.evaluation.pdms import EpisodeLog, EpisodeScore, ScoreConfig, score_episode
-from wamdiff2_core.geometry import map_to_ego, wrap_angle
+from wamdiff2_core.evaluation.pdms import (EpisodeLog, EpisodeScore, ScoreConfig, score_episode,
+                                           struck_at_fault)
+from wamdiff2_core.geometry import wrap_angle
 from wamdiff2_core.sim.camera import CameraRig, as_rig
 from wamdiff2_core.sim.candidate_oracle import frame_oracle
 from wamdiff2_core.sim.controller import ControllerConfig, TrackingController
@@ -157,16 +158,8 @@ def _others_array(world: World, radius: float) -> np.ndarray:
 def _collision_at_fault(world: World, speed_before: float, stationary: float = 0.5) -> bool:
     """NAVSIM's rule: not at fault when the ego was standing still, or when every vehicle
     touching it is behind it (it hit us); at fault otherwise."""
-    if speed_before < stationary:
-        return False
-    ego = world.ego_state()
-    for other in world.others(radius=12.0):
-        rel = map_to_ego(other.xy, ego.xy, ego.yaw)
-        if np.hypot(*rel) > (ego.length + other.length) / 2 + 1.0:
-            continue
-        if not (rel[0] < -ego.length / 2 and abs(rel[1]) < (ego.width + other.width) / 2):
-            return True
-    return False
+    return speed_before >= stationary and struck_at_fault(world.ego_state(),
+                                                          world.others(radius=12.0))
 
 
 def expert_reference(scenario: str, seed: int, steps: int) -> np.ndarray:
