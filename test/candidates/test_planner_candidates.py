@@ -98,3 +98,11 @@ def test_the_scorer_plans_a_frame_whose_ground_truth_is_absent(four, frame):
                             oracle=frame.oracle)
     result = candidates_planner(four, "scorer")(blind, None)
     assert result.text == candidates_planner(four, "scorer")(seeing, None).text
+
+
+def test_the_default_scorer_runs_on_the_bundled_model(plain, frame):
+    """K > 1 with every other setting left out plans with the bundled model as shipped (it has
+    no learned-scorer weights file)."""
+    result = plain.reconfigure(candidates=CandidateConfig(k=4)).plan(_public(frame))
+    selection = result.candidates.selection
+    assert selection.scorer == CandidateConfig().scorer and not selection.fallback

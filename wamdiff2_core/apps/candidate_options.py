@@ -23,8 +23,8 @@ def add_candidate_options(parser: argparse.ArgumentParser, default_k: int = 1) -
                             f"one the scorer chooses (1..{MAX_K}; default {default})")
     group.add_argument("--scorer", default=DEFAULT_SCORER, metavar="NAME",
                        help=f"who chooses among the candidates: {' | '.join(SCORER_NAMES)} "
-                            f"(default {DEFAULT_SCORER}: the weights the checkpoint ships, "
-                            f"or --scorer-weights)")
+                            f"(default {DEFAULT_SCORER}; learned: the weights the "
+                            f"checkpoint ships, or --scorer-weights)")
     group.add_argument("--scorer-weights", default=None, metavar="FILE",
                        help="the learned scorer's weights (`wamdiff2 candidates fit`; "
                             "default: the checkpoint's candidate_scorer.json)")
