@@ -33,6 +33,7 @@ def assert_plans(image) -> None:
 @pytest.mark.parametrize("motion,phrase", [
     (["--velocity", "nan", "inf"], "velocity must be two finite real numbers"),
     (["--acceleration", "0", "inf"], "acceleration must be two finite real numbers"),
+    (["--velocity", "-inf", "0"], "velocity must be two finite real numbers"),
 ])
 def test_non_finite_motion(camera, motion, phrase):
     got = plan(camera, *motion)
@@ -47,6 +48,8 @@ def test_non_finite_motion(camera, motion, phrase):
     (["--velocity", "50", "-50"], "a speed of 70.7 m/s exceeds"),
     (["--acceleration", "0", "-25"], "--acceleration: an acceleration of 25 m/s^2 exceeds "
                                      "the plausible 20 m/s^2"),
+    (["--acceleration", "0", "-1e300"], "--acceleration: an acceleration of 1e+300 m/s^2 "
+                                        "exceeds"),
 ])
 def test_implausible_motion_is_refused_as_the_node_refuses_it(camera, motion, phrase):
     """Issue 45: the node's bounds (tasks.motion, the defaults of its max_speed_mps and

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 from importlib.metadata import entry_points
 
@@ -41,6 +42,23 @@ AFTER_FULL_DISK = {
 }
 
 
+#: What argparse takes for a negative number rather than an option: its own forms (-3, -.5,
+#: -2.5) and also exponents and -inf/-nan, so `--acceleration 0 -1e300` reaches the command's
+#: own check (one sentence) instead of failing as an unknown option.
+NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|infinity|nan)$",
+                             re.IGNORECASE)
+
+
+def _accept_negative_numbers(parser: argparse.ArgumentParser) -> None:
+    """NEGATIVE_NUMBER for `parser` and every subcommand below it (argparse keeps the pattern
+    per parser)."""
+    parser._negative_number_matcher = NEGATIVE_NUMBER
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _accept_negative_numbers(sub)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="wamdiff2",
@@ -57,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
                 continue  # its package is gone but its metadata is left (a stale install)
             raise
         register(sub)
+    _accept_negative_numbers(parser)
     return parser
 
 
