@@ -19,3 +19,8 @@ def test_bench_candidates_reports_every_k_against_one(capsys):
 def test_bad_ks_are_refused(ks, words, capsys):
     assert main(["bench", "candidates", "--ks", ks]) == 2
     assert words in capsys.readouterr().err
+
+
+def test_bad_threads_are_refused_before_anything_loads(capsys):
+    assert main(["bench", "candidates", "--threads", "0"]) == 2
+    assert "--threads must be >= 1, got 0" in capsys.readouterr().err

@@ -12,7 +12,7 @@ import argparse
 import json
 import time
 
-from wamdiff2_core.apps.common import CliError, subgroup
+from wamdiff2_core.apps.common import CliError, apply_threads, subgroup
 
 
 def register(subparsers) -> None:
@@ -77,7 +77,6 @@ def frames(seed: int, count: int) -> list:
 
 def run_bench_candidates(args: argparse.Namespace) -> int:
     import numpy as np
-    import torch
 
     from wamdiff2_core.candidates import CandidateConfig, CandidateConfigError
     from wamdiff2_core.planner import Planner
@@ -86,10 +85,13 @@ def run_bench_candidates(args: argparse.Namespace) -> int:
     if args.frames < 1:
         raise CliError("--frames must be at least 1")
     try:
+        apply_threads(args.threads)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    try:
         CandidateConfig(k=max(ks), scorer=args.scorer)
     except CandidateConfigError as exc:
         raise CliError(str(exc)) from None
-    torch.set_num_threads(args.threads)
     try:
         base = Planner.from_pretrained(args.checkpoint or args.preset, device=args.device,
                                        dtype=args.dtype)
