@@ -19,7 +19,6 @@ from wamdiff2_core.apps.outputs import check_output
 from wamdiff2_core.candidates.config import CHOICES
 
 
-
 def register(subparsers) -> None:
     group = subgroup(subparsers, "candidates")
     collect = group.add_parser(

@@ -20,14 +20,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 from wamdiff2_core.apps.candidate_options import add_candidate_options, candidate_settings
-from wamdiff2_core.candidates.config import CHOICES
 from wamdiff2_core.apps.common import (CAMERAS_HELP, CliError, add_decode_options,
                                        add_exact_options, add_field_options,
-                                       check_model_source, rig_arg, decode_config,
-                                       decode_knobs, exact_settings, field_overrides,
+                                       check_model_source, decode_config, decode_knobs,
+                                       exact_settings, field_overrides, rig_arg,
                                        scenarios_arg, subgroup)
 from wamdiff2_core.apps.outputs import check_output
 from wamdiff2_core.apps.predict import add_predict_options, predict_settings, predict_to
+from wamdiff2_core.candidates.config import CHOICES
 from wamdiff2_core.tasks import RECORDS_FILE
 
 DEFAULT_OUT = "runs/eval/open-loop"

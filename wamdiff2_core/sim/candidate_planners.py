@@ -30,7 +30,6 @@ from wamdiff2_core.tasks import AnswerParseError
 from wamdiff2_core.types import Observation, PlanResult
 
 
-
 class CandidatePlanner(Protocol):
     def plan_candidates(self, observation: Observation) -> CandidateSet: ...
 

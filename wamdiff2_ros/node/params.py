@@ -70,8 +70,6 @@ def _none_if_zero(v: int) -> int | None:
     return None if v == 0 else v
 
 
-
-
 def _rule_or_none(v: str) -> str | None:
     return v or None
 
