@@ -19,7 +19,7 @@ from typing import Sequence
 import torch
 
 from wamdiff2_core import tasks
-from wamdiff2_core.apps.bench.latency import _time          # the latency table's timer
+from wamdiff2_core.apps.bench.latency import step_ms
 from wamdiff2_core.decoding.config import DecodeConfig, ExactConfig, FastConfig
 from wamdiff2_core.decoding.engine import DecodingEngine
 from wamdiff2_core.model.modeling import Wamdiff2Model
@@ -122,8 +122,8 @@ def verify_latency(model: Wamdiff2Model, verifier: Wamdiff2Model, sample, batch:
         rewind()
         st.verify()
     width = exact.resolved(block, model.device).verify_width
-    return {"exact_verify": _time(verify, reps, engine.runner.device)
-            - _time(rewind, reps, engine.runner.device), "verify_width": width}
+    return {"exact_verify": step_ms(verify, reps, engine.runner.device)
+            - step_ms(rewind, reps, engine.runner.device), "verify_width": width}
 
 
 def exact_lines(c: dict, title: str) -> Sequence[str]:

@@ -41,12 +41,12 @@ def forward_latency(model: Wamdiff2Model, sample, batch: int, block: int,
         return runner.states[key], runner.device
 
     fused, dev = state(True)
-    out["block_step"] = _time(lambda: fused.run_step(0.0, None, batch), reps, dev)
-    out["first_step"] = _time(lambda: fused.run_step(0.0, None, batch, first=True), reps, dev)
+    out["block_step"] = step_ms(lambda: fused.run_step(0.0, None, batch), reps, dev)
+    out["first_step"] = step_ms(lambda: fused.run_step(0.0, None, batch, first=True), reps, dev)
     if language is not None:
         out.update(_constrained_latency(state, diff, language, block, batch, reps, dev))
     unfused, dev = state(False)
-    out["commit"] = _time(unfused.commit, reps, dev)
+    out["commit"] = step_ms(unfused.commit, reps, dev)
     ar = model.with_fields(paradigm="ar", block_size=1)
     engine = DecodingEngine(ar, "fast", fast)
     engine.decode(enc, DecodeConfig(max_new_tokens=reps + 2, constrained=False))
@@ -59,7 +59,7 @@ def forward_latency(model: Wamdiff2Model, sample, batch: int, block: int,
         st.attn.plan([m + j[0] for m in n])
         st.run_step(0.0, None, batch)
     st.c.zero_()
-    out["ar_step"] = _time(ar_step, reps, runner.device)
+    out["ar_step"] = step_ms(ar_step, reps, runner.device)
     out["mode"], out["attention"] = runner.mode, runner.attention
     return out
 
@@ -84,14 +84,16 @@ def _constrained_latency(state, model, language, block, batch, reps, dev) -> dic
         def run():
             fresh()
             fn()
-        return _time(run, reps, dev) - _time(fresh, reps, dev)
+        return step_ms(run, reps, dev) - step_ms(fresh, reps, dev)
     return {"block_step_constrained": timed(lambda: st.run_step(0.0, None, batch)),
             "last_step_constrained": timed(lambda: st.run_step(0.0, None, batch, last=True)),
             "constraint_select": timed(lambda: st.selects[False]()),
             "constraint_fill": timed(lambda: st.selects[True]())}
 
 
-def _time(fn: Callable[[], object], reps: int, device: torch.device) -> float:
+def step_ms(fn: Callable[[], object], reps: int, device: torch.device) -> float:
+    """Milliseconds one call of ``fn`` takes: one untimed call, then the mean of ``reps``,
+    the device synchronised around them (the latency table's timer, exact mode's too)."""
     fn()
     sync(device)
     t0 = time.perf_counter()
