@@ -17,6 +17,7 @@ from wamdiff2_core import tasks
 from wamdiff2_core.candidates import CandidateConfig, CandidateSet, ScoringContext
 from wamdiff2_core.candidates.decode import Decoded
 from wamdiff2_core.candidates.picker import CandidatePicker, checkpoint_weights
+from wamdiff2_core.decoding.cancel import CancelFlag, DecodeCancelled, cancel_scope
 from wamdiff2_core.decoding.config import (DEFAULT_BACKEND, DecodeConfig, ExactConfig,
                                           FastConfig, resolve_decode)
 from wamdiff2_core.decoding.engine import DecodingEngine
@@ -29,8 +30,8 @@ from wamdiff2_core.model.processor import to_pil
 from wamdiff2_core.types import (BUNDLED, AnswerResult, DetectResult, Observation, PlanResult,
                                  PromptTooLong, bundled_checkpoint_path)
 
-__all__ = ["AnswerResult", "DetectResult", "Observation", "PlanResult", "Planner",
-           "PromptTooLong", "bundled_checkpoint_path", "load_model", "resolve_dtype"]
+__all__ = ["AnswerResult", "DecodeCancelled", "DetectResult", "Observation", "PlanResult",
+           "Planner", "PromptTooLong", "bundled_checkpoint_path", "load_model", "resolve_dtype"]
 
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
           "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
@@ -311,9 +312,15 @@ class Planner:
         return tasks.planning_prompt(observation.command, velocity, acceleration,
                                      observation.position, cameras=self.cameras)
 
-    def plan(self, observation: Observation) -> PlanResult:
+    def plan(self, observation: Observation, cancel: CancelFlag | None = None) -> PlanResult:
         """Eight waypoints for one observation (with K > 1 candidates: the chosen one, the
-        set in ``PlanResult.candidates``); raises AnswerParseError on a malformed answer."""
+        set in ``PlanResult.candidates``); raises AnswerParseError on a malformed answer.
+        ``cancel`` (e.g. a threading.Event): once set, the decode stops before its next
+        forward pass and raises DecodeCancelled (``decoding.cancel``)."""
+        with cancel_scope(cancel):
+            return self._plan(observation)
+
+    def _plan(self, observation: Observation) -> PlanResult:
         if observation.command not in tasks.COMMANDS:
             raise ValueError(f"unknown command {observation.command!r}; "
                              f"expected one of {tasks.COMMANDS}")
@@ -363,25 +370,30 @@ class Planner:
         budget = max(self.decode.max_new_tokens, DETECTION_MAX_NEW_TOKENS)
         return replace(self.decode, max_new_tokens=budget)
 
-    def detect(self, images: list) -> DetectResult:
+    def detect(self, images: list, cancel: CancelFlag | None = None) -> DetectResult:
         """2-D boxes (pixels of the first image) of the objects the model sees; a box with
-        its corners out of order is left out and counted in ``dropped``."""
+        its corners out of order is left out and counted in ``dropped``. ``cancel``: as
+        ``plan``'s."""
         self.check_images(images)
         width, height = to_pil(images[0]).size
-        texts, stats = self.generate([tasks.detection_prompt(self.cameras)], [images],
-                                     self.detection_decode, tasks.detection_language())
+        with cancel_scope(cancel):
+            texts, stats = self.generate([tasks.detection_prompt(self.cameras)], [images],
+                                         self.detection_decode, tasks.detection_language())
         detections, dropped = tasks.parse_model_detections(texts[0], width, height)
         return DetectResult(detections, texts[0], stats, dropped)
 
     def answer(self, images: list, question: str,
-               choices: Sequence[str] | None = None) -> AnswerResult:
+               choices: Sequence[str] | None = None,
+               cancel: CancelFlag | None = None) -> AnswerResult:
         """An answer to a question about the images: free text, or (``choices``) one of a
-        closed set of answers (e.g. a simulator question template's answer set)."""
+        closed set of answers (e.g. a simulator question template's answer set).
+        ``cancel``: as ``plan``'s."""
         self.check_images(images)
         language = tasks.qa_language(choices) if choices is not None else \
             tasks.qa_language() if self.decode.constrained else None
         prompt = tasks.qa_prompt(question, cameras=self.cameras)
-        texts, stats = self.generate([prompt], [images], language=language)
+        with cancel_scope(cancel):
+            texts, stats = self.generate([prompt], [images], language=language)
         return AnswerResult(tasks.parse_answer(texts[0]), stats)
 
     def warmup(self, width: int = 320, height: int = 180) -> DecodeStats:

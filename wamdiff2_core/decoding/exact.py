@@ -30,6 +30,7 @@ import time
 
 import torch
 
+from wamdiff2_core.decoding.cancel import check_cancel
 from wamdiff2_core.decoding.config import DecodeConfig, ExactConfig, resolve_decode
 from wamdiff2_core.decoding.constraints import sets, step
 from wamdiff2_core.decoding.constraints.automaton import DeviceAutomaton
@@ -123,6 +124,7 @@ class _Draft:
             if s > 0 and not unsettled(x, self.mask_id, self.eoa).any():
                 break             # (the first step always runs: the fast one commits in it)
             last = s == len(self.schedule) - 1
+            check_cancel(steps)
             logits = self.keys.forward(x, types, blocks, pos, keep=False)
             if self.model.fields.shift:      # position i's prediction sits at i - 1 (the
                 logits = torch.cat([logits[:, :1], logits[:, :-1]], 1)   # first is fixed)
@@ -195,6 +197,7 @@ def exact_decode(model: Wamdiff2Model, verifier: Wamdiff2Model, batch: dict,
     while not bool(done.all()):
         if window is None or bool(needs_draft(pos - p0, done, k, exact.min_tail)):
             if window is not None:                   # its accepted part joins the cache
+                check_cancel(stats.forwards + stats.denoise_forwards + stats.verify_forwards)
                 draft.commit(window, pos - p0, drafts - 1, p0)
                 stats.forwards += 1
             x = torch.where(arange_k == 0, g.unsqueeze(-1), mask_id)
@@ -206,6 +209,7 @@ def exact_decode(model: Wamdiff2Model, verifier: Wamdiff2Model, batch: dict,
         x = verify_input(window, pos - p0, done, width, mask_id, eoa)          # (B, W)
         # to the verifier each token is a block: it reads them causally
         v_blocks = (ver.prompt.first_block.long() + pos).unsqueeze(-1) + arange_w
+        check_cancel(stats.forwards + stats.denoise_forwards + stats.verify_forwards)
         logits = ver.forward(x, torch.full_like(x, masks.CLEAN), v_blocks, pos, keep=True)
         states = None
         if automaton is not None:

@@ -37,6 +37,7 @@ import time
 
 import torch
 
+from wamdiff2_core.decoding.cancel import check_cancel
 from wamdiff2_core.decoding.config import DecodeConfig
 from wamdiff2_core.decoding.constraints import sets
 from wamdiff2_core.decoding.constraints.automaton import DeviceAutomaton
@@ -275,6 +276,7 @@ def decode(runner: FastRunner, batch: dict, cfg: DecodeConfig,
             done_steps = 0
             while done_steps < len(schedule):
                 for _ in range(min(runner.sync_every, len(schedule) - done_steps)):
+                    check_cancel(stats.forwards + stats.denoise_forwards + done_steps)
                     st.run_step(temperature, gen, rows, first=fused and done_steps == 0,
                                 last=done_steps == len(schedule) - 1)
                     done_steps += 1
@@ -288,6 +290,7 @@ def decode(runner: FastRunner, batch: dict, cfg: DecodeConfig,
             if bool(finished.all()) or b == n_blocks - 1:
                 break
             if not st.fuse:
+                check_cancel(stats.forwards + stats.denoise_forwards)
                 st.commit()
                 stats.forwards += 1
         stats.forwards += stats.denoise_forwards

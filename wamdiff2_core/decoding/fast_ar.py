@@ -14,6 +14,7 @@ import time
 
 import torch
 
+from wamdiff2_core.decoding.cancel import check_cancel
 from wamdiff2_core.decoding.config import DecodeConfig
 from wamdiff2_core.decoding.constraints.automaton import DeviceAutomaton
 from wamdiff2_core.decoding.constraints.session import FastConstraint
@@ -138,6 +139,7 @@ def decode(runner: FastRunner, batch: dict, cfg: DecodeConfig,
         for j in range(1, n):
             if (j - 1) % runner.sync_every == 0 and bool(st.done.all()):   # the done-check
                 break
+            check_cancel(stats.forwards)
             st.attn.plan([m + j for m in lengths] + [j] * (bb - rows))
             st.run_step(cfg.temperature, gen, rows)
             stats.forwards += 1

@@ -34,6 +34,7 @@ import time
 import torch
 
 from wamdiff2_core.decoding.attention import SdpaAttention
+from wamdiff2_core.decoding.cancel import check_cancel
 from wamdiff2_core.decoding.config import DecodeConfig, ExactConfig, resolve_decode
 from wamdiff2_core.decoding.constraints import sets, step as cstep
 from wamdiff2_core.decoding.constraints.automaton import DeviceAutomaton
@@ -316,12 +317,16 @@ def fast_exact_decode(runner: FastRunner, verifier: FastRunner, batch: dict,
             if due:
                 st.begin()
                 if drafted and not st.fuse:
+                    check_cancel(stats.denoise_forwards + stats.verify_forwards
+                                 + stats.forwards)
                     st.commit()
                     stats.forwards += 1
                 steps = 0
                 while steps < len(schedule):
                     for _ in range(min(runner.sync_every, len(schedule) - steps)):
                         first = st.fuse and drafted and steps == 0     # commits the last
+                        check_cancel(stats.denoise_forwards + steps + stats.verify_forwards
+                                     + stats.forwards)
                         st.drafts[(first, steps == len(schedule) - 1)]()
                         steps += 1
                     if not bool(st.pending):   # the draft's check, every sync_every steps
@@ -329,6 +334,7 @@ def fast_exact_decode(runner: FastRunner, verifier: FastRunner, batch: dict,
                 stats.denoise_forwards += steps
                 stats.drafts += 1
                 drafted = True
+            check_cancel(stats.denoise_forwards + stats.verify_forwards + stats.forwards)
             st.verify()
             stats.verify_forwards += 1
             stats.blocks += 1

@@ -25,6 +25,7 @@ import time
 
 import torch
 
+from wamdiff2_core.decoding.cancel import check_cancel
 from wamdiff2_core.decoding.config import DecodeConfig, resolve_decode
 from wamdiff2_core.decoding.constraints.automaton import DeviceAutomaton
 from wamdiff2_core.decoding.constraints.session import (ReferenceConstraint, automaton_for,
@@ -135,6 +136,7 @@ def diffusion_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = Deco
             if not unsettled(x, mask_id, eoa).any():     # every answer of the block is settled
                 break
             masked = x == mask_id                                            # (B, K)
+            check_cancel(stats.forwards + stats.denoise_forwards)
             logits = ctx.logits(x, n_types, n_blocks_, pos, keep=False)
             if shift:
                 logits = torch.cat([carry, logits[:, :-1]], 1)               # (B, K, V)
@@ -159,6 +161,7 @@ def diffusion_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = Deco
         if bool(finished.all()) or b == n_blocks - 1:
             break
         c_types, c_blocks = prompt.answer_layout(off, block_size, masks.CLEAN)
+        check_cancel(stats.forwards + stats.denoise_forwards)
         committed = ctx.logits(x, c_types, c_blocks, pos, keep=True)         # commit pass
         carry = committed[:, -1:]                                            # (B, 1, V)
         stats.forwards += 1
@@ -201,6 +204,7 @@ def ar_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = DecodeConfi
     for j in range(1, cfg.max_new_tokens):
         if bool(done.all()):
             break
+        check_cancel(stats.forwards)
         types, blocks = prompt.answer_layout(j - 1, 1, masks.CLEAN)
         logits = ctx.logits(tok, types, blocks, prompt.answer_positions(j - 1, 1), keep=True)
         tok = choose(logits, j)
