@@ -41,7 +41,7 @@ def test_standard_names_and_a_rig_file(tmp_path):
     ("cameras:\n  - {name: Front}\n", "lower-case identifier"),
     ("cameras:\n  - {name: left, yaw_deg: 400}\n", "yaw_deg"),
     ("cameras: []\n", "non-empty list"),
-    ("cameras: [", "cannot read"),
+    ("cameras: [", "not valid YAML"),
 ])
 def test_bad_rig_files_are_refused_with_a_sentence(tmp_path, text, words):
     path = tmp_path / "rig.yaml"

@@ -11,17 +11,41 @@ boxes are drawn on, and its names are the cameras a prompt names (``tasks.scene_
 """
 from __future__ import annotations
 
-import json
 import math
+import numbers
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
 
 from wamdiff2_core.geometry import rotation
-from wamdiff2_core.tasks.cameras import DEFAULT_CAMERAS, check_cameras
+from wamdiff2_core.tasks.cameras import DEFAULT_CAMERAS, MAX_CAMERAS, check_cameras
 
+RIG_MAX_BYTES = 1 << 20        # a rig of 16 cameras is about 4 KB
 VEHICLE_HEIGHT_M = 1.6   # vehicles are boxes this tall, taller than the camera mount
+
+
+# The renderer's limits: each side at most 4096 pixels and 4K UHD in all (a larger
+# offscreen buffer aborts Panda3D's allocator rather than raising).
+MIN_SIDE, MAX_SIDE, MAX_PIXELS = 16, 4096, 3840 * 2160
+_RANGES = {"hfov_deg": (1.0, 170.0), "yaw_deg": (-180.0, 180.0), "pitch_deg": (-90.0, 90.0),
+           "mount_x": (-50.0, 50.0), "mount_y": (-50.0, 50.0), "mount_z": (0.0, 50.0),
+           "near": (1e-3, 1e4), "far": (1e-3, 1e4)}
+
+
+def _check_number(config: "CameraConfig", key: str, low: float, high: float,
+                  integer: bool = False, optional: bool = False) -> None:
+    """ValueError (one sentence naming the camera and the field) unless the field is a
+    number (an integer where ``integer``; None allowed where ``optional``) in [low, high]."""
+    value = getattr(config, key)
+    if value is None and optional:
+        return
+    kind = numbers.Integral if integer else numbers.Real
+    if isinstance(value, bool) or not isinstance(value, kind) or \
+            not (low <= value <= high and math.isfinite(value)):
+        what = "an integer" if integer else "a finite number"
+        raise ValueError(f"camera {config.name}: {key} must be {what} in [{low:g}, {high:g}], "
+                         f"got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -47,15 +71,23 @@ class CameraConfig:
     yaw_deg: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.width < 16 or self.height < 16:
-            raise ValueError(f"camera resolution {self.width}x{self.height} is too small")
         check_cameras([self.name], "camera name")
-        if not 1.0 <= self.hfov_deg <= 170.0:
-            raise ValueError(f"camera {self.name}: hfov_deg must be in [1, 170], got "
-                             f"{self.hfov_deg}")
-        if not -180.0 <= self.yaw_deg <= 180.0:
-            raise ValueError(f"camera {self.name}: yaw_deg must be in [-180, 180], got "
-                             f"{self.yaw_deg}")
+        for key in ("width", "height"):
+            _check_number(self, key, MIN_SIDE, MAX_SIDE, integer=True)
+        if self.width * self.height > MAX_PIXELS:
+            raise ValueError(f"camera {self.name}: {self.width}x{self.height} is more than "
+                             f"the renderer's limit of {MAX_PIXELS} pixels (3840x2160)")
+        for key, (low, high) in _RANGES.items():
+            _check_number(self, key, low, high)
+        for key, side in (("fx", self.width), ("fy", self.height)):
+            # a focal length for a field of view of 1 to 170 degrees, as hfov_deg
+            _check_number(self, key, side / 2 / math.tan(math.radians(85.0)),
+                          side / 2 / math.tan(math.radians(0.5)), optional=True)
+        _check_number(self, "cx", 0.0, float(self.width), optional=True)
+        _check_number(self, "cy", 0.0, float(self.height), optional=True)
+        if not self.near < self.far:
+            raise ValueError(f"camera {self.name}: near ({self.near}) must be less than far "
+                             f"({self.far})")
 
     @property
     def intrinsics(self) -> tuple[float, float, float, float]:
@@ -141,45 +173,60 @@ def load_rig(spec: str, defaults: CameraConfig = CameraConfig()) -> CameraRig:
     :data:`STANDARD_CAMERAS` (``front,left``). Fields a camera does not set are
     ``defaults``' (the command line's resolution and field of view). ValueError (one
     sentence) for an unreadable file, an unknown key or name, or a bad value."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError("--cameras is empty: give a rig file or camera names (front,left)")
     path = Path(spec)
-    if path.suffix in (".yaml", ".yml", ".json") or path.is_file():
-        entries = _rig_file(path)
+    if path.suffix in (".yaml", ".yml", ".json") or _is_file(path):
+        entries, where = _rig_file(path), f"the camera rig {path}"
     else:
         names = [n.strip() for n in spec.split(",") if n.strip()]
+        if len(names) > MAX_CAMERAS:
+            raise ValueError(f"--cameras names {len(names)} cameras; at most {MAX_CAMERAS}")
         unknown = [n for n in names if n not in STANDARD_CAMERAS]
         if unknown or not names:
-            raise ValueError(f"--cameras {spec!r}: not a rig file, and {unknown or spec!r} "
-                             f"not among the standard cameras ({', '.join(STANDARD_CAMERAS)})")
-        entries = [{"name": n, **STANDARD_CAMERAS[n]} for n in names]
+            raise ValueError(f"--cameras {spec[:200]!r}: not a rig file, and "
+                             f"{unknown[:5] or spec[:200]!r} not among the standard cameras "
+                             f"({', '.join(STANDARD_CAMERAS)})")
+        entries, where = [{"name": n, **STANDARD_CAMERAS[n]} for n in names], "--cameras"
     cameras = []
     for i, entry in enumerate(entries):
         if not isinstance(entry, dict) or "name" not in entry:
-            raise ValueError(f"{spec}: camera {i + 1} must be a mapping with a name")
-        unknown = sorted(set(entry) - _KEYS)
+            raise ValueError(f"{where}: camera {i + 1} must be a mapping with a name")
+        unknown = sorted(map(str, set(entry) - _KEYS))
         if unknown:
-            raise ValueError(f"{spec}: camera {entry['name']!r} has unknown keys {unknown}; "
-                             f"known: {sorted(_KEYS)}")
+            raise ValueError(f"{where}: camera {str(entry['name'])[:40]!r} has unknown keys "
+                             f"{unknown[:5]}; known: {sorted(_KEYS)}")
         try:
             cameras.append(replace(defaults, **entry))
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"{spec}: {exc}") from None
-    return CameraRig(tuple(cameras))
+            raise ValueError(f"{where}: {exc}") from None
+    try:
+        return CameraRig(tuple(cameras))
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
+def _is_file(path: Path) -> bool:
+    """Whether ``path`` names a file (a name too long for the file system names none)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
 
 
 def _rig_file(path: Path) -> list:
-    import yaml
+    from wamdiff2_core.user_files import read_json, read_yaml
 
-    try:
-        text = path.read_text(encoding="utf-8")
-        doc = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError) as exc:
-        raise ValueError(f"cannot read the camera rig {path}: "
-                         f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
-                         ) from None
+    what = "the camera rig"
+    doc = read_json(path, what, RIG_MAX_BYTES) if path.suffix == ".json" else \
+        read_yaml(path, what, RIG_MAX_BYTES)
     if not isinstance(doc, dict) or set(doc) != {"cameras"} or \
             not isinstance(doc["cameras"], list) or not doc["cameras"]:
         raise ValueError(f"the camera rig {path} must hold one key, cameras: a non-empty "
                          f"list of cameras")
+    if len(doc["cameras"]) > MAX_CAMERAS:
+        raise ValueError(f"the camera rig {path} has {len(doc['cameras'])} cameras; at most "
+                         f"{MAX_CAMERAS}")
     return doc["cameras"]
 
 
@@ -189,8 +236,11 @@ def parse_resolution(text: str) -> tuple[int, int]:
         width, height = (int(part) for part in text.lower().split("x"))
     except ValueError:
         raise ValueError(f"resolution must look like 320x180, got {text!r}") from None
-    if width < 16 or height < 16:
+    if width < MIN_SIDE or height < MIN_SIDE:
         raise ValueError(f"resolution {text!r} is too small (at least 16x16)")
+    if width > MAX_SIDE or height > MAX_SIDE or width * height > MAX_PIXELS:
+        raise ValueError(f"resolution {text!r} is larger than the renderer's limit (each "
+                         f"side at most {MAX_SIDE}, {MAX_PIXELS} pixels in all: 3840x2160)")
     return width, height
 
 
