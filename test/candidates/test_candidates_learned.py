@@ -35,7 +35,7 @@ def test_weights_round_trip(tmp_path):
 
 
 @pytest.mark.parametrize("content, words", [
-    ("not json", "cannot read"), ('{"format": "other"}', "not a candidate scorer"),
+    ("not json", "is not valid JSON"), ('{"format": "other"}', "not a candidate scorer"),
     (json.dumps({"format": "wamdiff2-candidate-scorer/1", "features": ["a"]}),
      "fitted on features"),
 ])
@@ -52,10 +52,57 @@ def test_non_finite_weights_are_refused(tmp_path):
     data["weights"][0] = float("nan")
     path = tmp_path / "w.json"
     path.write_text(json.dumps(data))
-    with pytest.raises(ScorerWeightsError, match="non-finite"):
+    with pytest.raises(ScorerWeightsError, match="NaN, which is not a finite number"):
         LinearScorer.load(path)
-    with pytest.raises(ScorerWeightsError, match="cannot read"):
+    with pytest.raises(ScorerWeightsError, match="does not exist"):
         LinearScorer.load(tmp_path / "missing.json")
+
+
+def _good(tmp_path) -> dict:
+    x, y, groups = _data()
+    return fit(x, y, groups).to_json()
+
+
+@pytest.mark.parametrize("field, value, words", [
+    ("centre", {"a": 1}, "centre must be a list of"),
+    ("features", 5, "fitted on features 5"),
+    ("scale", ["1"] * len(FEATURES), "scale must be a list of"),
+    ("weights", [1.0] * (len(FEATURES) - 1), "weights must be a list of"),
+    ("weights", [True] * len(FEATURES), "weights must be a list of"),
+    ("scale", [0.0] * len(FEATURES), "scale must be > 0"),
+    ("greedy_bonus", "abc", "greedy_bonus must be a finite number"),
+    ("info", [1], "info must be a mapping"),
+])
+def test_malformed_fields_name_the_file_and_the_field(tmp_path, field, value, words):
+    data = _good(tmp_path)
+    data[field] = value
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ScorerWeightsError, match=words) as info:
+        LinearScorer.load(path)
+    assert str(path) in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("kind, words", [("fifo", "FIFO"), ("dev zero", "character device"),
+                                         ("deep", "levels deep"), ("huge", "larger than")])
+def test_hostile_weights_files_are_refused_unread(tmp_path, kind, words):
+    import os
+    import time
+
+    path = tmp_path / "w.json"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dev zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "deep":
+        path.write_text("[" * 200000)
+    else:
+        with open(path, "wb") as f:
+            f.truncate(4 << 30)
+    start = time.monotonic()
+    with pytest.raises(ScorerWeightsError, match=words):
+        LinearScorer.load(path)
+    assert time.monotonic() - start < 5
 
 
 def test_a_greedy_bonus_keeps_row_zero_unless_beaten_by_it(tmp_path):

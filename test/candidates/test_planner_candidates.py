@@ -67,7 +67,7 @@ def test_one_candidate_plans_as_before(plain, frame):
 def test_a_learned_scorer_without_weights_is_refused_up_front(plain, tmp_path):
     with pytest.raises(CandidateConfigError, match="needs a weights file"):
         plain.reconfigure(candidates=CandidateConfig(k=4, scorer="learned"))
-    with pytest.raises(CandidateConfigError, match="cannot read"):
+    with pytest.raises(CandidateConfigError, match="missing.json does not exist"):
         plain.reconfigure(candidates=CandidateConfig(k=4, scorer="learned"),
                           scorer_weights=tmp_path / "missing.json")
 

@@ -9,7 +9,6 @@ judged on episodes it never saw.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
@@ -41,32 +40,32 @@ def frames_header(**settings) -> dict:
 def read_frames(paths: Sequence[str | Path]) -> list[Frame]:
     """Every labelled frame of the files, in order. FramesError for a file that is not a
     frames file of these features, or a malformed line (naming file and line)."""
+    from wamdiff2_core.user_files import read_json_lines
+
     frames = []
     for path in paths:
         try:
-            lines = Path(path).read_text().splitlines()
-        except OSError as exc:
-            raise FramesError(f"cannot read {path}: {exc.strerror or exc}") from None
-        try:
-            header = json.loads(lines[0]) if lines else {}
-        except ValueError:
-            header = {}
+            lines = read_json_lines(path, "candidate frames file")
+        except ValueError as exc:
+            raise FramesError(str(exc)) from None
+        header = lines[0] if lines and isinstance(lines[0], dict) else {}
         if header.get("format") != FRAMES_FORMAT:
             raise FramesError(f"{path} is not a candidate frames file (format "
                               f"{FRAMES_FORMAT}; `wamdiff2 candidates collect` writes them)")
-        if tuple(header.get("features", ())) != FEATURES:
-            raise FramesError(f"{path} holds features {header.get('features')}, this code "
-                              f"computes {list(FEATURES)}: collect it again")
-        for number, line in enumerate(lines[1:], start=2):
+        if not isinstance(header.get("features"), list) or \
+                tuple(header["features"]) != FEATURES:
+            raise FramesError(f"{path} holds features {str(header.get('features'))[:200]}, "
+                              f"this code computes {list(FEATURES)}: collect it again")
+        for number, record in enumerate(lines[1:], start=2):
             try:
-                record = json.loads(line)
                 features = np.array([[np.nan if v is None else v for v in row]
                                      for row in record["features"]], dtype=np.float64)
                 scores = np.array([o["score"] if o else 0.0 for o in record["oracle"]],
                                   dtype=np.float64)
                 episode = f"{path}#{record['episode']}"
-            except (ValueError, KeyError, TypeError) as exc:
-                raise FramesError(f"{path}:{number}: malformed frame ({exc})") from None
+            except (ValueError, KeyError, TypeError, IndexError) as exc:
+                raise FramesError(f"{path}:{number}: malformed frame "
+                                  f"({str(exc)[:200]})") from None
             if features.shape != (len(scores), len(FEATURES)):
                 raise FramesError(f"{path}:{number}: {len(scores)} candidates but features "
                                   f"of shape {features.shape}")

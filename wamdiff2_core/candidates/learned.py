@@ -64,28 +64,51 @@ class LinearScorer:
 
     @classmethod
     def load(cls, path: str | Path) -> "LinearScorer":
-        """Weights from a JSON file; ScorerWeightsError naming the file when it is not one
-        of ours or does not match this code's features."""
+        """Weights from a JSON file; ScorerWeightsError (one sentence naming the file and
+        the field) when it cannot be read, is not one of ours, does not match this code's
+        features or holds a field of the wrong type or range."""
+        from wamdiff2_core.user_files import read_json
+
         try:
-            data = json.loads(Path(path).read_text())
-        except (OSError, ValueError) as exc:
-            raise ScorerWeightsError(f"cannot read candidate scorer weights {path}: "
-                                     f"{exc}") from None
+            data = read_json(path, "candidate scorer weights", WEIGHTS_MAX_BYTES)
+        except ValueError as exc:
+            raise ScorerWeightsError(str(exc)) from None
+        where = f"candidate scorer weights {path}"
         if not isinstance(data, dict) or data.get("format") != FORMAT:
-            raise ScorerWeightsError(f"{path} is not a candidate scorer weights file "
+            raise ScorerWeightsError(f"{where} is not a candidate scorer weights file "
                                      f"(format {FORMAT})")
-        names = tuple(data.get("features", ()))
-        if names != FEATURES:
-            raise ScorerWeightsError(f"{path} was fitted on features {list(names)}, this "
-                                     f"code computes {list(FEATURES)}")
-        arrays = [np.asarray(data.get(k), dtype=np.float64) for k in
-                  ("centre", "scale", "weights")]
+        names = data.get("features")
+        if not isinstance(names, list) or tuple(names) != FEATURES:
+            shown = names if isinstance(names, list) else repr(names)[:80]
+            raise ScorerWeightsError(f"{where} was fitted on features {shown}, this code "
+                                     f"computes {list(FEATURES)}")
+        arrays = [_vector(data.get(k), k, where) for k in ("centre", "scale", "weights")]
+        if (arrays[1] <= 0).any():
+            raise ScorerWeightsError(f"{where}: every value of scale must be > 0")
         bonus = data.get("greedy_bonus", 0.0)
-        if any(a.shape != (len(FEATURES),) or not np.isfinite(a).all() for a in arrays) or \
-                (arrays[1] <= 0).any() or not isinstance(bonus, (int, float)) or \
-                not np.isfinite(bonus):
-            raise ScorerWeightsError(f"{path} holds malformed or non-finite weights")
-        return cls(names, *arrays, data.get("info", {}), float(bonus))
+        if isinstance(bonus, bool) or not isinstance(bonus, (int, float)) or \
+                not abs(bonus) < 1e6:
+            raise ScorerWeightsError(f"{where}: greedy_bonus must be a finite number, got "
+                                     f"{repr(bonus)[:80]}")
+        info = data.get("info", {})
+        if not isinstance(info, dict):
+            raise ScorerWeightsError(f"{where}: info must be a mapping")
+        return cls(FEATURES, *arrays, info, float(bonus))
+
+
+WEIGHTS_MAX_BYTES = 1 << 20        # a weights file is about 2 KB
+
+
+def _vector(value, key: str, where: str) -> np.ndarray:
+    """``value`` as a (len(FEATURES),) float array; ScorerWeightsError naming ``key``
+    unless it is a list of that many finite numbers."""
+    n = len(FEATURES)
+    if not isinstance(value, list) or len(value) != n or any(
+            isinstance(v, bool) or not isinstance(v, (int, float)) or not abs(v) < 1e12
+            for v in value):
+        raise ScorerWeightsError(f"{where}: {key} must be a list of {n} finite numbers, got "
+                                 f"{repr(value)[:80]}")
+    return np.asarray(value, dtype=np.float64)
 
 
 def centred(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
