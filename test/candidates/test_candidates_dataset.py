@@ -46,7 +46,10 @@ def test_bad_frames_files_are_refused(tmp_path):
     (tmp_path / "bad.jsonl").write_text(json.dumps(header) + "\n{\"episode\": 0}\n")
     with pytest.raises(FramesError, match=r"bad.jsonl:2: malformed frame"):
         read_frames([tmp_path / "bad.jsonl"])
-    with pytest.raises(FramesError, match="cannot read"):
+    with pytest.raises(FramesError, match="missing.jsonl does not exist"):
         read_frames([tmp_path / "missing.jsonl"])
+    (tmp_path / "deep.jsonl").write_text(json.dumps(header) + "\n" + "[" * 200000 + "\n")
+    with pytest.raises(FramesError, match="line 2 nests 200000 levels deep"):
+        read_frames([tmp_path / "deep.jsonl"])
     with pytest.raises(ValueError, match="at least 3 episodes"):
         cross_validate(read_frames([write_frames(tmp_path / "f.jsonl", episodes=2)]))
