@@ -112,7 +112,7 @@ def test_scorers_are_built_or_refused_with_the_reason(tmp_path):
     assert make_scorer("rules") is SCORERS["rules"]
     with pytest.raises(CandidateConfigError, match="needs a weights file"):
         make_scorer("learned")
-    with pytest.raises(CandidateConfigError, match="cannot read"):
+    with pytest.raises(CandidateConfigError, match="none.json does not exist"):
         make_scorer("learned", tmp_path / "none.json")
     with pytest.raises(CandidateConfigError, match="unknown candidate scorer 'oracle'"):
         make_scorer("oracle")
