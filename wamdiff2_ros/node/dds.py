@@ -42,14 +42,21 @@ def node_environment(environ: Mapping[str, str], profile: str | Path) -> dict[st
     return {} if own_setting(environ) else {PROFILE_VARIABLE: str(profile)}
 
 
+def package_profile(environ: Mapping[str, str]) -> bool:
+    """Whether `environ` runs the node under the package's profile (and nothing else): the
+    setting under which a best-effort subscription gets every full-size camera frame."""
+    setting = own_setting(environ)
+    return set(setting) == {PROFILE_VARIABLE} and \
+        Path(setting[PROFILE_VARIABLE]).name == PROFILE_FILE
+
+
 def describe(environ: Mapping[str, str]) -> str:
     """The node's DDS setting under `environ`, in words (its start-up line, /diagnostics)."""
     setting = own_setting(environ)
     if not setting:
         return f"{FAST_DDS} with Fast DDS's defaults"
     named = ", ".join(f"{k}={v or repr('')}" for k, v in setting.items())
-    profile = environ.get(PROFILE_VARIABLE) or ""
-    if set(setting) == {PROFILE_VARIABLE} and Path(profile).name == PROFILE_FILE:
+    if package_profile(environ):
         return f"{rmw(environ)} with the package's profile ({named})"
     return f"{rmw(environ)} with the environment's own setting ({named})"
 

@@ -32,7 +32,8 @@ from wamdiff2_core.tasks import COMMANDS, MAX_ACCEL_MPS2, MAX_SPEED_MPS, check_c
 
 TASKS = ("planning", "detection", "qa")
 IMAGE_TRANSPORTS = ("raw", "compressed")
-INPUT_QOS = ("best_effort", "reliable")      # camera_qos, odometry_qos (qos.py)
+INPUT_QOS = ("best_effort", "reliable")      # odometry_qos (qos.py)
+CAMERA_QOS = ("auto", *INPUT_QOS)            # camera_qos (qos.py)
 FALLBACKS = ("last_plan", "stop")
 DTYPES = ("", "float32", "bfloat16", "float16")
 _DEVICE = re.compile(r"^(cpu|cuda(:\d+)?|mps)$")
@@ -211,11 +212,12 @@ PARAMS: tuple[ParamSpec, ...] = (
                                               "fallback (camera_late, or camera_missing when "
                                               "the camera has been silent input_timeout_s)",
               "live", float_range=(0.001, 10.0)),
-    ParamSpec("camera_qos", "best_effort", "best_effort: keep last 1, connects to reliable "
-                                           "and best-effort drivers alike; reliable: keep "
-                                           "last 1, for a reliable driver under a DDS setting "
-                                           "that loses best-effort full-size frames", "io",
-              choices=INPUT_QOS),
+    ParamSpec("camera_qos", "auto", "Camera subscription QoS, keep last 1. auto: reliable "
+                                    "where every publisher of the topic offers reliable and "
+                                    "the DDS setting is not the package's profile, else best "
+                                    "effort (re-checked as publishers come and go); "
+                                    "best_effort: connects to any driver; reliable", "io",
+              choices=CAMERA_QOS),
     ParamSpec("odometry_qos", "best_effort", "best_effort | reliable, as camera_qos (keep "
                                              "last 10)", "io", choices=INPUT_QOS),
     ParamSpec("max_planning_rate_hz", 0.0, "Plan at most this often; 0: as fast as the "

@@ -46,6 +46,7 @@ from wamdiff2_ros.node.topics import (COMMAND_TOPIC, DIAGNOSTICS_TOPIC, ODOMETRY
 from wamdiff2_ros.node.worker import FrameSlot, PlanningWorker, Settings
 
 NODE_NAME = "wamdiff2_planner"
+CAMERA_QOS_CHECK_S = 1.0       # camera_qos auto: how often the camera publishers' QoS is read
 SUCCESS, FAILURE = TransitionCallbackReturn.SUCCESS, TransitionCallbackReturn.FAILURE
 
 
@@ -295,10 +296,15 @@ class PlannerNode(LifecycleNode):
     def _subscribe(self) -> None:
         """Cameras first (in order), then odometry, commands, questions (QoS: qos.py)."""
         cfg = self.config
-        camera = qos.input_qos(cfg.camera_qos, qos.CAMERA_DEPTH)
-        for index, (msg_type, topic) in enumerate(camera_topics(cfg)):
-            self._input(msg_type, topic, lambda msg, i=index: self._image_callback(msg, i),
-                        camera, f"{CAMERA}{index}")
+        self._cameras = [self._subscribe_camera(msg_type, topic, index)
+                         for index, (msg_type, topic) in enumerate(camera_topics(cfg))]
+        if cfg.camera_qos == qos.AUTO and not dds.package_profile(os.environ) and \
+                getattr(self, "_camera_qos_timer", None) is None:
+            # rclpy has no graph-change callback: a cheap look at the graph's cache each
+            # second follows drivers that come, go or change QoS (steady: sim time aside)
+            self._camera_qos_timer = self.create_timer(
+                CAMERA_QOS_CHECK_S, self._check_camera_qos,
+                clock=Clock(clock_type=ClockType.STEADY_TIME))
         self._input(Odometry, ODOMETRY_TOPIC, self._odometry_callback,
                     qos.input_qos(cfg.odometry_qos, qos.ODOMETRY_DEPTH),
                     ODOMETRY if cfg.max_odometry_age_s > 0 else None)
@@ -308,8 +314,38 @@ class PlannerNode(LifecycleNode):
                     report_incompatible=False)
         self._input(String, QUESTION_TOPIC, self._question_callback, qos.QUESTION_QOS)
 
+    def _camera_profile(self, topic: str):
+        """(profile, why) of camera `topic` now: `camera_qos`, `auto` resolved against the
+        QoS its publishers offer (qos.camera_choice)."""
+        publishers = self.get_publishers_info_by_topic(self.resolve_topic_name(topic))
+        choice, why = qos.camera_choice(self.config.camera_qos,
+                                        [info.qos_profile for info in publishers],
+                                        dds.package_profile(os.environ))
+        return qos.input_qos(choice, qos.CAMERA_DEPTH), why
+
+    def _subscribe_camera(self, msg_type, topic: str, index: int) -> tuple:
+        profile, why = self._camera_profile(topic)
+        # under auto an incompatible driver is a moment's state: the next check follows it
+        subscription = self._input(msg_type, topic,
+                                   lambda msg, i=index: self._image_callback(msg, i), profile,
+                                   f"{CAMERA}{index}", why=why,
+                                   report_incompatible=self.config.camera_qos != qos.AUTO)
+        return subscription, msg_type, topic, index
+
+    def _check_camera_qos(self) -> None:
+        """camera_qos auto: a camera whose publishers now call for the other reliability is
+        subscribed again with it (a frame in flight may be lost then, once)."""
+        for n, (subscription, msg_type, topic, index) in enumerate(self._cameras):
+            if subscription not in self._inputs:        # deactivated since
+                continue
+            profile, _ = self._camera_profile(topic)
+            if profile.reliability != subscription.qos_profile.reliability:
+                self._inputs.remove(subscription)
+                self.destroy_subscription(subscription)
+                self._cameras[n] = self._subscribe_camera(msg_type, topic, index)
+
     def _input(self, msg_type, topic: str, callback, profile, health: str | None = None,
-               report_incompatible: bool = True) -> None:
+               report_incompatible: bool = True, why: str = ""):
         resolved = self.resolve_topic_name(topic)
         events = SubscriptionEventCallbacks(
             incompatible_qos=(lambda status: self._reporter.problem(
@@ -319,11 +355,14 @@ class PlannerNode(LifecycleNode):
             message_lost=lambda status: self._messages_lost(resolved,
                                                             int(status.total_count_change)),
             use_default_callbacks=False)
-        self._inputs.append(self.create_subscription(msg_type, topic, callback, profile,
-                                                     event_callbacks=events))
+        subscription = self.create_subscription(msg_type, topic, callback, profile,
+                                                event_callbacks=events)
+        self._inputs.append(subscription)
         if health is not None:
             self._input_topics[health] = resolved
-        self.get_logger().info(f"subscribed to {resolved} ({qos.describe(profile)})")
+        self.get_logger().info(f"subscribed to {resolved} ({qos.describe(profile)}"
+                               f"{'; ' + why if why else ''})")
+        return subscription
 
     def _messages_lost(self, topic: str, count: int) -> None:
         if count > 0:

@@ -1,21 +1,25 @@
-"""QoS of the node's topics: fixed profiles that connect to the publishers drivers use.
+"""QoS of the node's topics: profiles that connect to the publishers drivers use.
 
-A best-effort subscription connects to reliable and best-effort publishers alike, so the
-cameras (`camera_qos: best_effort`, the default, keep last 1) and odometry (keep last 10)
-take whatever driver there is; under the package's Fast DDS profile a best-effort
-subscription gets every full-size frame from either kind of publisher (docs/ros.md, "DDS
-setting"). `reliable` is there for a DDS setting of the vehicle's own that loses best-effort
-frames of a reliable driver. Commands have two subscriptions: best effort and volatile (any
-publisher), and reliable transient local (a latched command sent before the node started,
-which only a transient-local subscription is sent); both set the same command. Questions are
-reliable and volatile: each is answered once, never replayed to a new subscription.
+Cameras (keep last 1) follow `camera_qos`. `auto` (the default) adapts to the camera's
+publishers, as rosbag2 does: reliable where every publisher of the topic offers reliable
+and the node runs under a DDS setting that is not the package's profile (there, Fast DDS's
+defaults and LARGE_DATA alike, a best-effort reader loses most full-size frames of a
+reliable driver while a reliable depth-1 reader gets them all); best effort otherwise (it
+connects to any publisher, and under the package's profile gets every full-size frame of
+either kind). `best_effort` and `reliable` fix the choice (docs/ros.md, "QoS"). Odometry
+(keep last 10) is best effort or reliable. Commands have two subscriptions: best effort and
+volatile (any publisher), and reliable transient local (a latched command sent before the
+node started, which only a transient-local subscription is sent); both set the same
+command. Questions are reliable and volatile: each is answered once, never replayed to a
+new subscription.
 """
 from __future__ import annotations
 
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
-BEST_EFFORT, RELIABLE = "best_effort", "reliable"
-INPUT_QOS = (BEST_EFFORT, RELIABLE)         # the choices of camera_qos and odometry_qos
+AUTO, BEST_EFFORT, RELIABLE = "auto", "best_effort", "reliable"
+INPUT_QOS = (BEST_EFFORT, RELIABLE)         # the choices of odometry_qos
+CAMERA_QOS = (AUTO, BEST_EFFORT, RELIABLE)  # the choices of camera_qos
 CAMERA_DEPTH, ODOMETRY_DEPTH = 1, 10         # a slow planner never has stale frames queued
 
 
@@ -26,10 +30,26 @@ def _profile(reliability: ReliabilityPolicy, depth: int,
 
 
 def input_qos(choice: str, depth: int) -> QoSProfile:
-    """The subscription profile of a camera or odometry choice (`INPUT_QOS`)."""
+    """The subscription profile of a camera or odometry choice (`INPUT_QOS`; a camera's
+    `auto` resolved by `camera_choice` first)."""
     reliability = ReliabilityPolicy.RELIABLE if choice == RELIABLE else \
         ReliabilityPolicy.BEST_EFFORT
     return _profile(reliability, depth)
+
+
+def camera_choice(choice: str, publishers: list[QoSProfile], package_profile: bool
+                  ) -> tuple[str, str]:
+    """(best_effort | reliable, why) for a camera topic under `camera_qos` `choice`, given
+    the QoS its `publishers` offer and whether the node runs under the package's profile."""
+    if choice != AUTO:
+        return choice, "camera_qos"
+    if package_profile:
+        return BEST_EFFORT, "auto: the package's DDS profile delivers full frames best effort"
+    if not publishers:
+        return BEST_EFFORT, "auto: no publisher yet (best effort connects to any)"
+    if all(p.reliability == ReliabilityPolicy.RELIABLE for p in publishers):
+        return RELIABLE, f"auto: every publisher ({len(publishers)}) offers reliable"
+    return BEST_EFFORT, "auto: a publisher is best effort"
 
 
 COMMAND_ANY_QOS = _profile(ReliabilityPolicy.BEST_EFFORT, 1)

@@ -300,12 +300,14 @@ def test_detection_without_vision_msgs_is_a_standing_warning(context, monkeypatc
 
 
 def test_inputs_are_subscribed_once_with_fixed_qos_and_one_timer(context):
-    """The stock shape: subscriptions made at activation with fixed profiles (no QoS timer
-    re-creating them), the diagnostics summary the one timer; one executor thread runs every
-    callback, so one topic's messages are handled in arrival order."""
+    """The stock shape: subscriptions made at activation with fixed profiles (an explicit
+    camera_qos: no QoS timer re-creating them), the diagnostics summary the one timer; one
+    executor thread runs every callback, so one topic's messages are handled in arrival
+    order. (camera_qos auto's check runs on that thread too: test_ros_camera_qos.py.)"""
     from rclpy.qos import DurabilityPolicy, ReliabilityPolicy
 
-    node = _node(context, cameras=["front", "left"], max_odometry_age_s=0.5)
+    node = _node(context, cameras=["front", "left"], max_odometry_age_s=0.5,
+                 camera_qos="best_effort")
     try:
         node._subscribe()
         subs = {(s.topic_name, s.qos_profile.reliability, s.qos_profile.durability)
