@@ -22,6 +22,7 @@ SUBCOMMAND_MODULES = (
     "wamdiff2_core.apps.plan",           # plan
     "wamdiff2_core.apps.data",           # data generate
     "wamdiff2_core.apps.evaluate",       # eval open-loop / closed-loop
+    "wamdiff2_core.apps.compare",        # eval compare
     "wamdiff2_core.apps.predict",        # predict
     "wamdiff2_core.apps.train",          # train, pipeline
     "wamdiff2_core.apps.bench.cli",      # bench decode
