@@ -297,13 +297,16 @@ def _register_closed_loop(group) -> None:
     closed.add_argument("--label-candidates", action="store_true",
                         help="score every frame's candidates with the oracle too and report "
                              "the privileged score of the chosen, greedy and best ones")
+    closed.add_argument("--workers", type=int, default=None, metavar="N",
+                        help="run the episodes on N processes, each planning on one thread; "
+                             "an episode's result does not depend on N (default: the cores; "
+                             "the in-process planner only)")
     closed.set_defaults(func=run_closed_loop, closed_loop_driver=IN_PROCESS)
 
 
 def _drive_in_process(args: argparse.Namespace, config) -> tuple[list, dict]:
     """The planner in this process (``--planner`` any kind)."""
-    from wamdiff2_core.sim.closed_loop import run_closed_loop as drive
-    from wamdiff2_core.sim.planners import make_planner
+    from wamdiff2_core.sim.episode_pool import PlannerRecipe
 
     if config.time_mode == "realtime":
         raise CliError("--time realtime needs a planner that runs on its own: add "
@@ -314,19 +317,29 @@ def _drive_in_process(args: argparse.Namespace, config) -> tuple[list, dict]:
         return _drive_candidates(args, config, decode, candidates)
     if args.candidate_choice != "scorer" or args.label_candidates:
         raise CliError("--candidate-choice and --label-candidates need --candidates 2 or more")
+    return _drive_recipe(args, PlannerRecipe(args.planner, decode), config)[0], {}
+
+
+def _drive_recipe(args: argparse.Namespace, recipe, config) -> tuple[list, object]:
+    """The episodes of ``recipe`` over --workers processes (sim.episode_pool: the same
+    results for any number) and its candidate log; a planner that cannot be built is one
+    CliError."""
+    from wamdiff2_core.sim.episode_pool import PlannerBuildError, default_workers, drive
+
+    workers = default_workers() if args.workers is None else args.workers
+    if workers < 1:
+        raise CliError(f"--workers must be at least 1, got {workers}")
     try:
-        planner = make_planner(args.planner, decode, config.camera.names)
-    except (ValueError, FileNotFoundError, OSError) as exc:
-        raise CliError(f"cannot load planner {args.planner!r}: {exc}") from None
-    return drive(planner, config, progress=not args.no_progress), {}
+        return drive(recipe, config, workers, progress=not args.no_progress)
+    except PlannerBuildError as exc:
+        raise CliError(str(exc)) from None
 
 
 def _drive_candidates(args: argparse.Namespace, config, decode, candidates: dict
                       ) -> tuple[list, dict]:
     """A checkpoint planner with K > 1 candidates per frame; the report's ``candidates``
     says what was chosen (and, with the oracle, how that compares with the best)."""
-    from wamdiff2_core.sim.candidate_planners import CandidateLog, checkpoint_candidates
-    from wamdiff2_core.sim.closed_loop import run_closed_loop as drive
+    from wamdiff2_core.sim.episode_pool import PlannerRecipe
 
     name, _, path = args.planner.partition(":")
     if name != "checkpoint" or not path:
@@ -335,14 +348,9 @@ def _drive_candidates(args: argparse.Namespace, config, decode, candidates: dict
                                        or args.label_candidates):
         raise CliError("the candidate oracle scores the world at each frame's instant: it "
                        "needs --time sync")
-    log = CandidateLog()
-    try:
-        planner = checkpoint_candidates(path, decode, config.camera.names, log=log,
-                                        choice=args.candidate_choice,
-                                        label=args.label_candidates, **candidates)
-    except (ValueError, FileNotFoundError, OSError) as exc:
-        raise CliError(f"cannot load planner {args.planner!r}: {exc}") from None
-    results = drive(planner, config, progress=not args.no_progress)
+    recipe = PlannerRecipe(args.planner, decode, choice=args.candidate_choice,
+                           label=args.label_candidates, **candidates)
+    results, log = _drive_recipe(args, recipe, config)
     summary = {"k": candidates["candidates"].k, "scorer": candidates["candidates"].scorer,
                "diversity": candidates["candidates"].diversity,
                "temperature": candidates["candidates"].temperature,

@@ -69,8 +69,9 @@ def plot_episode(result, path: str | Path, planner_name: str) -> None:
     plt.close(fig)
 
 
-def plot_scores(results, path: str | Path, planner_name: str) -> None:
-    """Bar chart of episode scores with each term's mean."""
+def plot_scores(results, path: str | Path, planner_name: str,
+                interval: list[float] | None = None) -> None:
+    """Bar chart of episode scores, their mean and (``interval``) its 95% interval."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -83,6 +84,9 @@ def plot_scores(results, path: str | Path, planner_name: str) -> None:
     ax.set_ylabel("episode score")
     mean = np.mean([r.score.score for r in results]) if results else 0.0
     ax.axhline(mean, color="tab:red", lw=1, ls="--", label=f"mean {mean:.3f}")
+    if interval is not None:
+        ax.axhspan(interval[0], interval[1], color="tab:red", alpha=0.15,
+                   label=f"95% interval [{interval[0]:.3f}, {interval[1]:.3f}]")
     ax.set_title(f"closed loop: {planner_name}", fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from wamdiff2_core.evaluation.intervals import bootstrap_mean
 from wamdiff2_core.evaluation.pdms import WEIGHTS, summarize
 
 REPORT_FILE = "closed_loop.json"
@@ -33,7 +34,8 @@ def build_report(results, planner: str, config, wall_seconds: float,
     for name in dict.fromkeys(r.scenario for r in results):
         scores = [r.score.score for r in results if r.scenario == name]
         by_scenario[name] = {"episodes": len(scores),
-                             "score": round(float(np.mean(scores)), 6)}
+                             "score": round(float(np.mean(scores)), 6),
+                             "interval": _pair(bootstrap_mean(scores))}
     stats = [r.stats for r in results]
     failures = sum(s.parse_failures for s in stats)
     invalid = sum(s.invalid_plans for s in stats)
@@ -45,6 +47,7 @@ def build_report(results, planner: str, config, wall_seconds: float,
         "planner": planner,
         "score": summary["score"],
         "terms": summary["terms"],
+        "intervals": mean_intervals(results),
         "formula": "mean over 4 s windows of NC * DAC * (5 EP + 5 TTC + 2 C) / 12",
         "weights": WEIGHTS,
         "by_scenario": by_scenario,
@@ -69,6 +72,28 @@ def build_report(results, planner: str, config, wall_seconds: float,
     }
 
 
+def _pair(interval) -> list[float] | None:
+    return None if interval.low is None else [round(interval.low, 6),
+                                              round(interval.high, 6)]
+
+
+def mean_intervals(results) -> dict:
+    """The 95% bootstrap interval (``evaluation.intervals``) of the mean over episodes of
+    the score and of each term: ``{"score": [low, high], "terms": {...}, "episodes": n}``
+    (None with fewer than two episodes). Episodes are the unit: windows of one episode are
+    not independent."""
+    terms = [r.score.terms() for r in results]
+    return {"score": _pair(bootstrap_mean([r.score.score for r in results])),
+            "terms": {k: _pair(bootstrap_mean([t[k] for t in terms]))
+                      for k in (terms[0] if terms else {})},
+            "episodes": len(results), "level": 0.95}
+
+
+def _with_interval(mean: float, interval: list | None) -> str:
+    return f"{mean:.3f}" if interval is None else \
+        f"{mean:.3f} [{interval[0]:.3f}, {interval[1]:.3f}]"
+
+
 def latency_summary(results) -> dict:
     """Over all episodes: latency (image stamp -> plan received, simulated ms) of the valid
     plans, the age of the plan followed at each control step, plans received per simulated
@@ -88,9 +113,12 @@ def latency_summary(results) -> dict:
 
 def format_text(report: dict) -> str:
     """A short human-readable summary of a report."""
-    terms = " ".join(f"{k}={v:.3f}" for k, v in report["terms"].items())
+    cis = report.get("intervals") or {"score": None, "terms": {}}
+    terms = " ".join(f"{k}={_with_interval(v, cis['terms'].get(k))}"
+                     for k, v in report["terms"].items())
     lines = [f"closed loop: planner {report['planner']}, {len(report['episodes'])} episodes",
-             f"score {report['score']:.3f}  ({report['formula']})",
+             f"score {_with_interval(report['score'], cis['score'])}  ({report['formula']}; "
+             f"[95% bootstrap interval over episodes])",
              f"terms (means over windows): {terms}",
              f"collisions {report['collisions']}, planner calls {report['planner_calls']}, "
              f"parse failures {report['parse_failures']}, invalid plans "
@@ -102,7 +130,8 @@ def format_text(report: dict) -> str:
     for failed in report["failed_episodes"]:
         lines.append(f"  episode {failed['index']} FAILED: {failed['reason']}")
     for name, item in report["by_scenario"].items():
-        lines.append(f"  {name:<13} {item['episodes']:3d} episodes  score {item['score']:.3f}")
+        lines.append(f"  {name:<13} {item['episodes']:3d} episodes  score "
+                     f"{_with_interval(item['score'], item.get('interval'))}")
     for episode in report["episodes"]:
         collision = episode["collision"]
         note = "" if collision is None else (
@@ -153,7 +182,8 @@ def write_report(out: str | Path, results, report: dict, max_plots: int = 12) ->
     paths = [out / REPORT_FILE, out / SUMMARY_FILE, out / "scores.png", out / "timing.png"]
     paths[0].write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
     paths[1].write_text(format_text(report))
-    plot_scores(results, paths[2], report["planner"])
+    plot_scores(results, paths[2], report["planner"], (report.get("intervals") or {}).get(
+        "score"))
     plot_timing(results, paths[3], report["planner"])
     for result in results[:max_plots]:
         path = out / f"episode_{result.index:03d}_{result.scenario}.png"
