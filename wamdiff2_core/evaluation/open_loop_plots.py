@@ -17,14 +17,22 @@ def _figure(width: float = 6.4, height: float = 4.0):
 
 
 def plot_l2_per_waypoint(l2_per_waypoint: Sequence[float], path: str | os.PathLike,
-                         dt_s: float = 0.5, title: str = "Open-loop L2 per waypoint") -> None:
-    """Bars: the L2 error of each waypoint (at-time); line: the average up to that time."""
+                         dt_s: float = 0.5, title: str = "Open-loop L2 per waypoint",
+                         intervals: Sequence | None = None) -> None:
+    """Bars: the L2 error of each waypoint (at-time), with its 95% interval as an error bar
+    where ``intervals`` gives one ([low, high] per waypoint); line: the average up to that
+    time."""
     curve = np.asarray(l2_per_waypoint, dtype=np.float64)             # (N,)
     times = dt_s * np.arange(1, curve.shape[0] + 1)
     running = np.cumsum(curve) / np.arange(1, curve.shape[0] + 1)     # (N,)
     figure = _figure()
     ax = figure.add_subplot()
-    ax.bar(times, curve, width=0.8 * dt_s, color="tab:blue", label="L2 at t")
+    yerr = None
+    if intervals is not None and all(pair is not None for pair in intervals):
+        pairs = np.asarray(intervals, dtype=np.float64)                # (N, 2)
+        yerr = np.clip(np.stack([curve - pairs[:, 0], pairs[:, 1] - curve]), 0.0, None)
+    ax.bar(times, curve, width=0.8 * dt_s, color="tab:blue", yerr=yerr, capsize=3,
+           label="L2 at t" + (" (95% interval)" if yerr is not None else ""))
     ax.plot(times, running, "o-", color="tab:orange", label="L2 averaged over waypoints <= t")
     for t, v in zip(times, curve):
         ax.annotate(f"{v:.2f}", (t, v), ha="center", va="bottom", fontsize=8)

@@ -47,7 +47,18 @@ def _planning(m: dict) -> list[str]:
         lines.append("  L2 per waypoint (0.5..4 s): " + " ".join(f"{v:.2f}" for v in curve))
     lines.append(f"  collision rate (any waypoint): {_pct(m['collision_rate'])} "
                  f"(expert {_pct(m['gt_collision_rate'])}, {m['num_with_others']} plans)")
+    cis = m.get("intervals") or {}
+    shown = [f"{label} {_ci(cis.get(key), fmt)}" for label, key, fmt in (
+        ("L2 avg 3 s", "l2_avg_3s", _num), ("L2 mean", "l2_mean", _num),
+        ("collision rate", "collision_rate", _pct),
+        ("parse failures", "parse_failure_rate", _pct)) if cis.get(key)]
+    if shown:
+        lines.append("  95% intervals (bootstrap over records): " + "; ".join(shown))
     return lines
+
+
+def _ci(pair, fmt) -> str:
+    return f"[{fmt(pair[0])}, {fmt(pair[1])}]"
 
 
 def _detection(m: dict) -> list[str]:
@@ -66,7 +77,9 @@ def _dropped(n: int) -> str:
 
 
 def _qa(m: dict) -> list[str]:
-    return [f"QA: exact-match accuracy {_pct(m['accuracy'])} "
+    ci = (m.get("intervals") or {}).get("accuracy")
+    within = f" {_ci(ci, _pct)}" if ci else ""
+    return [f"QA: exact-match accuracy {_pct(m['accuracy'])}{within} "
             f"({m['num_correct']}/{m['num_records']}; valid answers "
             f"{_pct(m['in_answer_set_rate'])})"]
 
@@ -104,7 +117,9 @@ def write_report(report: OpenLoopReport, out_dir: str | os.PathLike) -> dict[str
         (out / stale).unlink(missing_ok=True)
     if planning.get("l2_per_waypoint") is not None:
         paths["l2_plot"] = out / L2_PNG
-        plot_l2_per_waypoint(planning["l2_per_waypoint"], paths["l2_plot"])
+        plot_l2_per_waypoint(planning["l2_per_waypoint"], paths["l2_plot"],
+                             intervals=(planning.get("intervals") or {}).get(
+                                 "l2_per_waypoint"))
     if planning.get("collision_rate_per_waypoint") is not None:
         paths["collision_plot"] = out / COLLISION_PNG
         plot_collision_per_waypoint(planning["collision_rate_per_waypoint"],

@@ -20,6 +20,7 @@ from wamdiff2_core.tasks import (
 
 from .collision import plan_collisions
 from .detection_map import detection_map
+from .intervals import interval_pair
 from .l2 import HORIZONS_S, WAYPOINT_DT_S, l2_horizons, l2_per_waypoint, waypoint_index
 from .qa import exact_match, in_answer_set
 
@@ -45,13 +46,16 @@ class TaskScorer:
         self.num_records = 0
         self.num_parse_failures = 0
         self.predict_seconds = 0.0
+        self.failed: list[bool] = []            # per scored record: its answer did not parse
 
     def add(self, record: Mapping, text: str, image_size: tuple[int, int] | None,
             predict_seconds: float = 0.0) -> None:
         """Score one record's raw answer ``text``; ``image_size`` is ``(width, height)``."""
         self.num_records += 1
         self.predict_seconds += predict_seconds
+        failures = self.num_parse_failures
         self.score(record, text, image_size)
+        self.failed.append(self.num_parse_failures > failures)
 
     def score(self, record: Mapping, text: str, image_size: tuple[int, int] | None) -> None:
         raise NotImplementedError
@@ -64,6 +68,7 @@ class TaskScorer:
             "parse_failure_rate": _rate(self.num_parse_failures, self.num_records),
             "mean_predict_ms": (1000.0 * self.predict_seconds / self.num_records
                                 if self.num_records else None),
+            "intervals": {"parse_failure_rate": interval_pair(self.failed)},
         }
 
 
@@ -113,6 +118,25 @@ class PlanningScorer(TaskScorer):
         out["num_with_others"] = len(self.collisions)
         out.update(self._collision_metrics(self.collisions, ""))
         out.update(self._collision_metrics(self.gt_collisions, "gt_"))
+        out["intervals"].update(self._intervals())
+        return out
+
+    def _intervals(self) -> dict:
+        """95% bootstrap intervals over plans of the L2 and collision means (None with
+        fewer than two plans); ``l2_per_waypoint``: one [low, high] per waypoint."""
+        errors = np.array(self.errors) if self.errors else np.zeros((0, 8))  # (plans, 8)
+        out = {"l2_per_waypoint": [interval_pair(errors[:, k])
+                                   for k in range(errors.shape[1])] if len(errors) else None, "l2_mean": interval_pair(errors.mean(axis=1))}
+        for h in HORIZONS_S:
+            upto = waypoint_index(h) + 1
+            out[f"l2_at_{h:g}s"] = interval_pair(errors[:, upto - 1])
+            out[f"l2_avg_{h:g}s"] = interval_pair(errors[:, :upto].mean(axis=1))
+        hits = np.array(self.collisions, dtype=bool) if self.collisions else \
+            np.zeros((0, 8), dtype=bool)
+        out["collision_rate"] = interval_pair(hits.any(axis=1))
+        for h in HORIZONS_S:
+            out[f"collision_rate_by_{h:g}s"] = interval_pair(
+                hits[:, :waypoint_index(h) + 1].any(axis=1))
         return out
 
     @staticmethod
@@ -183,6 +207,7 @@ class QAScorer(TaskScorer):
         self.num_correct = 0
         self.num_in_set = 0
         self.num_with_set = 0
+        self.correct: list[bool] = []           # per record
 
     def score(self, record: Mapping, text: str, image_size: tuple[int, int] | None) -> None:
         meta = record.get("meta", {})
@@ -196,13 +221,16 @@ class QAScorer(TaskScorer):
             self.num_with_set += 1
             self.num_in_set += prediction is not None and in_answer_set(prediction,
                                                                         meta["answer_set"])
-        self.num_correct += prediction is not None and exact_match(prediction, answer)
+        right = prediction is not None and exact_match(prediction, answer)
+        self.num_correct += right
+        self.correct.append(bool(right))
 
     def metrics(self) -> dict:
         out = super().metrics()
         out["num_correct"] = self.num_correct
         out["accuracy"] = _rate(self.num_correct, self.num_records)
         out["in_answer_set_rate"] = _rate(self.num_in_set, self.num_with_set)
+        out["intervals"]["accuracy"] = interval_pair(self.correct)
         return out
 
 
