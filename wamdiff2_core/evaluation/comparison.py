@@ -23,11 +23,12 @@ TARGET_HALF_WIDTH = 0.03
 def paired_block(a: Sequence[float], b: Sequence[float], names: tuple[str, str],
                  higher_is_better: bool = True) -> dict:
     """Means of A and B with their intervals, the paired difference ``B - A`` with its
-    interval, the verdict and the items a difference of this size needs."""
+    interval, the verdict ("A better", "B better", "no difference resolved"; ``names`` say
+    who A and B are in the text) and the items a difference of this size needs."""
     diff = paired_difference(a, b)
     return {"a": bootstrap_mean(a).to_json(), "b": bootstrap_mean(b).to_json(),
             "difference": diff.to_json(),
-            "verdict": verdict(diff, names, higher_is_better),
+            "verdict": verdict(diff, ("A", "B"), higher_is_better),
             "needed_to_resolve": needed(diff.sd, diff.mean),
             f"needed_for_half_width_{TARGET_HALF_WIDTH:g}": needed_for_half_width(
                 diff.sd, TARGET_HALF_WIDTH),
@@ -72,11 +73,13 @@ def _interval(block: dict, key: str) -> Interval:
     return Interval(j["mean"], j["low"], j["high"], j["n"], j["sd"], j["level"])
 
 
-def verdict_line(block: dict, what: str, unit: str = "episodes") -> str:
-    """``verdict: B better (B - A = +0.052 [0.021, 0.083], 120 episodes)`` and, where the
-    interval holds zero, how many items a difference of this size would need."""
+def verdict_line(block: dict, what: str, names, unit: str = "episodes") -> str:
+    """``verdict (score): B better, bundle (B - A = +0.052 [0.021, 0.083], 120 episodes)``
+    and, where the interval holds zero, how many items a difference of this size would
+    need."""
     diff = _interval(block, "difference")
-    line = (f"verdict ({what}): {block['verdict']} (B - A = {diff.text('+.3f')}, "
+    who = {"A better": f", {names[0]}", "B better": f", {names[1]}"}.get(block["verdict"], "")
+    line = (f"verdict ({what}): {block['verdict']}{who} (B - A = {diff.text('+.3f')}, "
             f"{diff.n} {unit})")
     if block["verdict"] == "no difference resolved":
         need = block["needed_to_resolve"]
@@ -90,7 +93,7 @@ def format_closed(report: dict) -> str:
     a, b = report["names"]
     block = report["score"]
     lines = [f"paired closed loop: A = {a}", f"                    B = {b}",
-             verdict_line(block, "score"),
+             verdict_line(block, "score", report["names"]),
              f"score  A {_interval(block, 'a').text()}  B {_interval(block, 'b').text()}  "
              f"B - A {_interval(block, 'difference').text('+.3f')}  (95% bootstrap intervals)",
              f"collisions A {report['collisions'][0]}, B {report['collisions'][1]}; "
@@ -180,7 +183,8 @@ def format_open(report: dict) -> str:
                          f"B - A {_interval(block, 'difference').text('+.3f')}  "
                          f"{block['verdict']}")
         for key, block in metrics.items():
-            lines.append("  " + verdict_line(block, f"{task} {key}", "records"))
+            lines.append("  " + verdict_line(block, f"{task} {key}", report["names"],
+                                             "records"))
     for task, why in report.get("not_paired", {}).items():
         lines.append(f"{task}: {why}")
     return "\n".join(lines) + "\n"
