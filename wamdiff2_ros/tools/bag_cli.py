@@ -139,6 +139,9 @@ def _register_replay(group) -> None:
                    help="bag topics that must have a subscriber before the first message")
     p.add_argument("--wait-timeout", type=float, default=30.0, metavar="S",
                    help="how long --wait-for waits (default 30 s)")
+    p.add_argument("--latched", nargs="+", default=(), metavar="TOPIC",
+                   help="bag topics to publish transient local (latched), e.g. a command "
+                        "for the planner node: no incompatible-QoS warning then")
     p.add_argument("--as-is", action="store_true",
                    help="publish every message unchecked (to test a node with bad data); by "
                         "default the bag is checked as bag eval checks it and camera "
@@ -154,7 +157,8 @@ def _replay(args) -> int:
     config = _checked(ReplayConfig, bag=Path(args.bag), rate=args.rate,
                       topics=tuple(args.topics) if args.topics else None,
                       remaps=_checked(parse_remaps, args.remap), loop=args.loop,
-                      delay_s=args.delay, clock_hz=args.clock, as_is=args.as_is)
+                      delay_s=args.delay, clock_hz=args.clock, as_is=args.as_is,
+                      latched=tuple(args.latched))
     show = None if args.quiet else progress_printer(config.rate)
     result = replay(config, wait_for=tuple(args.wait_for), wait_timeout_s=args.wait_timeout,
                     progress=show)

@@ -45,6 +45,7 @@ class ReplayConfig:
     delay_s: float = 0.0                           # pause after the publishers exist
     clock_hz: float = 0.0                          # /clock publications a second; 0: none
     as_is: bool = False                            # publish unchecked (bad data included)
+    latched: tuple[str, ...] = ()                  # bag topics published transient local
 
     def __post_init__(self) -> None:
         if not self.rate > 0:
@@ -96,10 +97,12 @@ def progress_printer(rate: float, stream=None, every_s: float = 5.0
     return show
 
 
-def publisher_qos(info: TopicInfo) -> QoSProfile:
+def publisher_qos(info: TopicInfo, latched: bool = False) -> QoSProfile:
     """Reliable, keep last (the recorded depth, at least DEFAULT_DEPTH), and transient-local
-    where the recording offered it."""
-    transient = any(q.durability == QosDurability.TRANSIENT_LOCAL for q in info.qos)
+    where the recording offered it or `latched` asks for it (a transient-local publisher
+    serves volatile and transient-local subscriptions alike, without a QoS warning)."""
+    transient = latched or any(q.durability == QosDurability.TRANSIENT_LOCAL
+                               for q in info.qos)
     depth = max([DEFAULT_DEPTH] + [int(q.depth) for q in info.qos if q.depth])
     return QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=depth,
                       reliability=ReliabilityPolicy.RELIABLE,
@@ -128,6 +131,10 @@ class BagPlayer:
         unknown = sorted(set(config.remaps) - set(names))
         if unknown:
             raise BagError(f"--remap names topics that are not replayed: {', '.join(unknown)}")
+        unknown = sorted(set(config.latched) - set(names))
+        if unknown:
+            raise BagError(f"--latched names topics that are not replayed: "
+                           f"{', '.join(unknown)}")
         classes = {n: message_class(bag.topics[n].msgtype, n) for n in names}
         self.unusable: dict[tuple[str, int], BadInput] = {}
         if not config.as_is:
@@ -137,8 +144,8 @@ class BagPlayer:
         self.publishers = {}
         for name in names:
             target = config.remaps.get(name, name)
-            self.publishers[name] = node.create_publisher(classes[name], target,
-                                                          publisher_qos(bag.topics[name]))
+            profile = publisher_qos(bag.topics[name], name in config.latched)
+            self.publishers[name] = node.create_publisher(classes[name], target, profile)
         self._clock = None
         if config.clock_hz > 0:
             from rosgraph_msgs.msg import Clock

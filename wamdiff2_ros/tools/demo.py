@@ -29,6 +29,7 @@ from wamdiff2_ros.tools.bag_predict import FALLBACK_PRESET
 from wamdiff2_ros.tools.bag_replay import ReplayConfig, make_player, progress_printer
 from wamdiff2_ros.tools.demo_graph import (DemoError, NodeProcess, OutputRecorder,
                                            diagnostics_values, node_state)
+from wamdiff2_ros.tools.demo_output import frame_file, replace_previous
 
 SAMPLE_BAG = Path(__file__).resolve().parents[1] / "assets" / "sample.mcap"
 # Decode settings that keep the untrained fallback preset at a fraction of a second a frame
@@ -118,9 +119,6 @@ def run_demo(cfg: DemoConfig) -> dict:
     tic = time.perf_counter()
     out_bag, report_path, frames_dir = (cfg.out / "outputs.mcap", cfg.out / "report.json",
                                         cfg.out / "frames")
-    for path in (out_bag, report_path, frames_dir):
-        if path.exists():
-            raise BagError(f"output {path} already exists; remove it or choose another --out")
     domain = cfg.domain_id if cfg.domain_id is not None else default_domain_id()
     with BagReader(cfg.bag) as bag:
         topics = FrameTopics.resolve(bag, SIM_TOPICS.compressed if cfg.compressed else None)
@@ -131,7 +129,8 @@ def run_demo(cfg: DemoConfig) -> dict:
                            f"({SIM_TOPICS.odometry}, {SIM_TOPICS.command})")
         frames = list(read_frames(bag, topics, check_stamps=False))
         camera_doc, camera_info = camera_document(bag, topics)
-        cfg.out.mkdir(parents=True, exist_ok=True)
+        if replace_previous(cfg.out, [f.index for f in frames]):
+            _say(cfg, f"[demo] replaced the previous demo run's output in {cfg.out}")
         outcomes = {f.stamp_ns: FrameOutcome(f) for f in frames}
         overrides = node_overrides(cfg)
         _say(cfg, f"[demo] starting planner_node on ROS_DOMAIN_ID={domain} "
@@ -272,8 +271,11 @@ def _run_live(cfg: DemoConfig, bag: BagReader, topics: FrameTopics, replayed: li
         remaps = {k: v for k, v in node_input_remaps(NODE_NAME, SIM_TOPICS,
                                                       cfg.compressed).items()
                   if k in replayed}
+        # the command latched, as a navigation stack sends it: the node's latched-command
+        # subscription then matches it too, with no incompatible-QoS warning (docs/ros.md)
         player = make_player(client, bag, ReplayConfig(bag.path, rate=cfg.rate,
-                                                        topics=tuple(replayed), remaps=remaps),
+                                                        topics=tuple(replayed), remaps=remaps,
+                                                        latched=(topics.command,)),
                              matcher.on_publish)
         missing = player.wait_for_subscribers(replayed, 30.0)
         if missing:
@@ -341,7 +343,7 @@ def _finish(cfg: DemoConfig, frames: list[BagFrame], outcomes: dict, live: dict,
                            f"{frame.command}  "
                            f"v={frame.motion.velocity[0]:.1f} m/s"]
                 truth = frame.truth.ego_future if frame.truth else None
-                write_png(staged / f"frame_{frame.index:04d}.png",
+                write_png(staged / Path(frame_file(frame.index)).name,
                           draw_overlay(frame.rgb, model, outcome.waypoints, truth, caption,
                                        outcome.status == "planned"))
         publish_atomically(staged, frames_dir)
