@@ -223,7 +223,14 @@ def read_json(path: str | os.PathLike, what: str, max_bytes: int = DEFAULT_MAX_B
     deeper than ``max_depth`` (checked before parsing), invalid JSON, or - unless
     ``allow_nonfinite`` - ``NaN``, ``Infinity`` or a number that overflows a float.
     """
-    data = read_bytes(path, what, max_bytes)
+    return parse_json(read_bytes(path, what, max_bytes), path, what, max_depth,
+                      allow_nonfinite)
+
+
+def parse_json(data: bytes, path, what: str, max_depth: int = DEFAULT_MAX_DEPTH,
+               allow_nonfinite: bool = False) -> Any:
+    """``data`` (read from ``path`` by the caller, e.g. a safetensors header) as JSON, with
+    the limits and refusals of ``read_json``."""
     _check_depth(data, max_depth, path, what)
     return _parse_json(_decode(data, path, what), path, what, allow_nonfinite)
 
@@ -259,13 +266,13 @@ def read_json_lines(path: str | os.PathLike, what: str, max_bytes: int = MAX_REC
 def read_json_or_lines(path: str | os.PathLike, what: str, max_bytes: int = MAX_RECORDS_BYTES,
                        max_line_bytes: int = MAX_LINE_BYTES,
                        max_depth: int = DEFAULT_MAX_DEPTH,
-                       allow_nonfinite: bool = False) -> list:
+                       allow_nonfinite: bool = False, with_format: bool = False):
     """The items of a JSON list file or of a JSONL file, as the reference's data format
     allows both: a file whose name does not end in ``.jsonl`` and whose text starts with
     ``[`` is one JSON list; any other is JSONL. A JSONL file of one line is a list of one.
 
     UserFileError as ``read_json`` / ``read_json_lines``; a ``[`` file that holds anything
-    but a list is refused too.
+    but a list is refused too. ``with_format``: ``(items, "list" | "lines")``.
     """
     data = read_bytes(path, what, max_bytes)
     if Path(path).suffix != ".jsonl" and data.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"["):
@@ -273,8 +280,9 @@ def read_json_or_lines(path: str | os.PathLike, what: str, max_bytes: int = MAX_
         items = _parse_json(_decode(data, path, what), path, what, allow_nonfinite)
         if not isinstance(items, list):           # '[1] [2]' and the like fail above
             raise UserFileError(path, what, "must hold a JSON list")
-        return items
-    return _lines(data, path, what, max_line_bytes, max_depth, allow_nonfinite)
+        return (items, "list") if with_format else items
+    items = _lines(data, path, what, max_line_bytes, max_depth, allow_nonfinite)
+    return (items, "lines") if with_format else items
 
 
 def read_yaml(path: str | os.PathLike, what: str, max_bytes: int = MAX_YAML_BYTES,

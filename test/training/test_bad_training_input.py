@@ -104,9 +104,12 @@ def test_output_dir_that_is_a_file(toy_data, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("content,message", [
-    (b"not json at all", "line 1 is not a JSON record"),
+    (b"not json at all", "line 1 is not valid JSON"),
+    (b"[" * 200000, "nests 200000 levels deep"),
+    (b'{"records": [1, 2]}', "got a JSON object with keys ['records']"),
+    (b'{\n "records": [1, 2]\n}', "got a JSON object with keys ['records']"),
     (b"[not json at all", "is not valid JSON"),
-    (b"\x89PNG\r\n\x1a\n\xff\xfe binary", "is not a UTF-8 text file"),
+    (b"\x89PNG\r\n\x1a\n\xff\xfe binary", "is not UTF-8 text"),
     (b"[1, 2]", "record 0 of"),
     (b'{"id": 1, "conversations": 5}', "record 0 of"),
 ])

@@ -58,19 +58,17 @@ def _memory_plan(args) -> int:
     from wamdiff2_core.training.config import RecipeError, find_recipe, load_recipe
     from wamdiff2_core.training.validate import check_numbers
 
-    if args.gpus < 1 or not 0 < args.gpu_memory < 1e6:
-        raise CliError("--gpus must be >= 1 and --gpu-memory a size in GiB > 0")
+    _check_plan_numbers(args)
     try:
         recipe = load_recipe(find_recipe(args.config), args.overrides)
         check_numbers(recipe)
     except RecipeError as exc:
         raise CliError(str(exc)) from None
-    student_src = args.model or recipe.model.init
-    teacher_src = args.teacher or (recipe.distill.teacher if recipe.objective == "distill"
-                                   else "")
-    for source in (student_src, teacher_src):
-        if source:
-            check_model_source(source)
+    student_src = _plan_source(args.model, recipe.model.init, "--model", "model.init")
+    teacher_src = ""
+    if args.teacher is not None or recipe.objective == "distill":
+        teacher_src = _plan_source(args.teacher, recipe.distill.teacher, "--teacher",
+                                   "distill.teacher")
     from dataclasses import replace
 
     from wamdiff2_core.training.memory import (GIB, PlanSetup, auto_strategy, format_plan,
@@ -92,6 +90,51 @@ def _memory_plan(args) -> int:
     print(json.dumps(plan_dict(result, device), indent=1) if args.json
           else format_plan(result, device))
     return 0
+
+
+# What a plan may be asked about: physical sense, not today's hardware (a sample of a
+# million tokens, 256 images, an image of the image reader's pixel limit, 64 Ki processes,
+# a GPU of 4 TiB).
+PLAN_LIMITS = {"gpus": (1, 1 << 16), "tokens": (0, 1 << 20), "images": (0, 256),
+               "image_pixels": (0, 40_000_000), "gpu_memory": (1e-3, 4096.0)}
+
+
+def _check_plan_numbers(args) -> None:
+    """One CliError for a memory-plan number outside ``PLAN_LIMITS`` (negative images,
+    pixels or tokens planned nonsense that 'fit')."""
+    for key, (low, high) in PLAN_LIMITS.items():
+        value = getattr(args, key)
+        if not low <= value <= high:          # NaN fails too
+            raise CliError(f"--{key.replace('_', '-')} must be in [{low:g}, {high:g}], got "
+                           f"{value:g}{' (0: the default)' if low == 0 else ''}")
+
+
+def _plan_source(given: str | None, recipe_value: str, option: str, key: str) -> str:
+    """The model source a plan reads: ``given`` or the recipe's, which must be a preset or
+    a checkpoint directory here (never a name to look up on a model hub: the plan reads
+    config files only, offline). CliError naming the option otherwise."""
+    from wamdiff2_core.model.presets import PRESETS, is_preset
+
+    if given is not None and not given.strip():
+        raise CliError(f"{option} is empty: give a preset ({', '.join(sorted(PRESETS))}) or a "
+                       f"checkpoint directory")
+    source = given if given is not None else recipe_value
+    where = option if given is not None else f"the recipe's {key}"
+    if not source:
+        raise CliError(f"{option} is not given and {where} is empty: give a preset "
+                       f"({', '.join(sorted(PRESETS))}) or a checkpoint directory")
+    if is_preset(source):
+        return source
+    try:
+        is_dir = os.path.isdir(source)
+    except (OSError, ValueError):
+        is_dir = False
+    if not is_dir:
+        raise CliError(f"{where} {source[:200]!r} is neither a preset "
+                       f"({', '.join(sorted(PRESETS))}) nor a checkpoint directory (names "
+                       f"are not looked up on a model hub)")
+    check_model_source(source)
+    return source
 
 
 def _pipeline(args) -> int:
@@ -161,10 +204,10 @@ def register(subparsers) -> None:
                     "they fit a GPU. key=value arguments override recipe keys.")
     m.add_argument("--config", required=True, metavar="FILE",
                    help="recipe YAML (a path, or a shipped name such as distill_cross.yaml)")
-    m.add_argument("--model", metavar="SRC", default="",
+    m.add_argument("--model", metavar="SRC", default=None,
                    help="student shape: a preset (qwen3-vl-2b, qwen3-vl-8b, tiny, small) or a "
                         "checkpoint directory (default: the recipe's model.init)")
-    m.add_argument("--teacher", metavar="SRC", default="",
+    m.add_argument("--teacher", metavar="SRC", default=None,
                    help="teacher shape (default: the recipe's distill.teacher for distill "
                         "recipes)")
     m.add_argument("--gpus", type=int, required=True, metavar="N",

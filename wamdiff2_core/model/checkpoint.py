@@ -13,10 +13,12 @@ Pickle weights are refused: loading pickle can run code.
 """
 from __future__ import annotations
 
-import json
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+
+from wamdiff2_core.user_files import (UserFileError, check_regular, parse_json,
+                                      read_json)
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
 SINGLE_FILE = "model.safetensors"
@@ -111,9 +113,9 @@ def read_config(path: Path) -> dict:
     every shape."""
     file = path / "config.json"
     try:
-        config = json.loads(file.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"{file} is not valid JSON ({exc})") from None
+        config = read_json(file, "model config", allow_nonfinite=True)
+    except UserFileError as exc:
+        raise CheckpointError(str(exc)) from None
     if not isinstance(config, dict):
         raise CheckpointError(f"{file} must hold a JSON object (a model config), got a "
                               f"{type(config).__name__}")
@@ -141,11 +143,17 @@ def weight_files(path: Path) -> list[str]:
     index = path / INDEX_FILE
     if index.exists():
         try:
-            weight_map = json.loads(index.read_text())["weight_map"]
+            weight_map = read_json(index, "safetensors index")["weight_map"]
             shards = sorted(set(weight_map.values()))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        except UserFileError as exc:
+            raise CheckpointError(str(exc)) from None
+        except (KeyError, TypeError, AttributeError) as exc:
             raise CheckpointError(f"{index} is not a safetensors index (a JSON object with a "
                                   f"weight_map): {exc}") from None
+        outside = [s for s in shards if not _plain_name(s)]
+        if outside:
+            raise CheckpointError(f"{index} names weight shard {str(outside[0])[:100]!r}, "
+                                  f"which is not a file name inside {path}")
         missing = [s for s in shards if not (path / s).is_file()]
         if missing:
             raise CheckpointError(f"{path} is missing {len(missing)} of its {len(shards)} "
@@ -163,10 +171,20 @@ def weight_files(path: Path) -> list[str]:
     raise CheckpointError(f"{path} has no safetensors weights ({SINGLE_FILE} or {INDEX_FILE})")
 
 
+def _plain_name(name) -> bool:
+    """Whether ``name`` is a file name in its directory (no folder, no ``..``)."""
+    return isinstance(name, str) and name not in ("", ".", "..") and "/" not in name \
+        and "\\" not in name and "\0" not in name
+
+
 def read_header(file: Path) -> dict[str, TensorInfo]:
     """Name -> dtype, shape of every tensor in a safetensors file, from its header alone;
     the file's length is checked against the header's offsets (a truncated file is refused)."""
     where = f"cannot load checkpoint {file.parent}: {file.name} is not a safetensors file"
+    try:
+        check_regular(file, "weight file")      # a FIFO would block open() forever
+    except UserFileError as exc:
+        raise CheckpointError(f"cannot load checkpoint {file.parent}: {exc}") from None
     try:
         size = file.stat().st_size
         with open(file, "rb") as f:
@@ -176,11 +194,11 @@ def read_header(file: Path) -> dict[str, TensorInfo]:
             (n,) = struct.unpack("<Q", head)
             if n > min(size - 8, MAX_HEADER_BYTES):
                 raise CheckpointError(f"{where} (its header length {n} does not fit the file)")
-            header = json.loads(f.read(n))
+            header = parse_json(f.read(n), file, "the header of weight file")
+    except UserFileError as exc:
+        raise CheckpointError(f"{where} ({exc.problem})") from None
     except OSError as exc:
         raise CheckpointError(f"cannot read {file}: {exc}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise CheckpointError(f"{where} (its header is not JSON)") from None
     if not isinstance(header, dict):
         raise CheckpointError(f"{where} (its header is not a JSON object)")
     out, end = {}, 0

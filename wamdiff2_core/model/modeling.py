@@ -115,7 +115,8 @@ class Wamdiff2Model(torch.nn.Module):
         try:
             hf, info = Qwen3VLForConditionalGeneration.from_pretrained(
                 str(path), config=cfg, attn_implementation="sdpa",
-                dtype=dtype or torch.float32, use_safetensors=True, output_loading_info=True)
+                dtype=dtype or torch.float32, use_safetensors=True, output_loading_info=True,
+                local_files_only=True)
         except (OSError, ValueError, KeyError, RuntimeError) as exc:
             raise CheckpointError(f"cannot load checkpoint {path}: {exc}") from exc
         bad = {k: v for k, v in info.items() if v and k != "error_msgs"}

@@ -147,10 +147,12 @@ def _build(file: Path, data: dict) -> ProcessorConfig:
 
 
 def _json_object(file: Path) -> dict:
+    from wamdiff2_core.user_files import read_json
+
     try:
-        data = json.loads(file.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"{file} is not valid JSON ({exc})") from None
+        data = read_json(file, "processor config")
+    except ValueError as exc:
+        raise CheckpointError(str(exc)) from None
     if not isinstance(data, dict):
         raise CheckpointError(f"{file} must hold a JSON object, got {type(data).__name__}")
     return data

@@ -21,7 +21,6 @@ are the ones tokenizing the whole formatted text gives (the reference's way).
 """
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -266,15 +265,32 @@ def load_tokenizer(path: Path) -> PreTrainedTokenizerFast:
         raise CheckpointError(f"{path} has no tokenizer.json (wamdiff2 loads fast tokenizers "
                               f"only)")
     try:
-        tok = PreTrainedTokenizerFast.from_pretrained(str(path))
+        tok = PreTrainedTokenizerFast.from_pretrained(str(path), local_files_only=True)
     except (OSError, ValueError, TypeError) as exc:
         raise CheckpointError(f"cannot load the tokenizer of {path}: {exc}") from None
     if not tok.chat_template:
         for name in CHAT_TEMPLATE_FILES:
             file = path / name
             if file.exists():
-                text = file.read_text()
-                tok.chat_template = (json.loads(text)["chat_template"]
-                                     if name.endswith(".json") else text)
+                tok.chat_template = _chat_template(file)
                 break
     return tok
+
+
+def _chat_template(file: Path) -> str:
+    """The chat template in ``file`` (chat_template.json's ``chat_template``, or a .jinja
+    file's text), read within a user file's limits; CheckpointError otherwise."""
+    from wamdiff2_core.user_files import read_json, read_text
+
+    try:
+        if file.suffix != ".json":
+            return read_text(file, "chat template")
+        template = read_json(file, "chat template").get("chat_template")
+    except AttributeError:
+        template = None
+    except ValueError as exc:
+        raise CheckpointError(str(exc)) from None
+    if not isinstance(template, str):
+        raise CheckpointError(f"chat template {file} must be a JSON object with a "
+                              f"chat_template string")
+    return template

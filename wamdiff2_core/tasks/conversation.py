@@ -13,7 +13,6 @@ record must hold as many placeholders as images. Reference data may carry other 
 """
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -141,51 +140,40 @@ def records_path(data: str | os.PathLike) -> Path:
 
 def read_records(path: str | os.PathLike) -> list:
     """The records of a JSON list or JSONL file (``.jsonl``, or any file whose text does not
-    start with ``[``). ValueError naming the file (and for JSONL the line) when it is not
-    valid JSON, not a list, or empty."""
+    start with ``[``), read within ``user_files``' limits (size, nesting, regular files
+    only). ValueError, one sentence naming the file (and for JSONL the line), when it cannot
+    be read, is not valid JSON, not a list of records, or empty."""
+    from wamdiff2_core.user_files import (DEFAULT_MAX_DEPTH as MAX_DEPTH, MAX_RECORDS_BYTES,
+                                          UserFileError, read_json, read_json_or_lines)
+
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise ValueError(f"{path} is not a UTF-8 text file (JSON or JSONL)") from None
-    except OSError as exc:
-        raise ValueError(f"cannot read records file {path}: {exc}") from None
-    if path.suffix != ".jsonl" and text.lstrip().startswith("["):
-        try:
-            records = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path} is not valid JSON: {exc}") from None
-    else:
-        _refuse_one_document(path, text)
-        records = []
-        for number, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path} line {number} is not a JSON record ({exc.msg}); a "
-                                 f"records file is a JSON list or one JSON object per "
-                                 f"line") from None
-    if not isinstance(records, list):
-        raise ValueError(f"{path} must hold a list of records")
+        records, form = read_json_or_lines(path, "records file", with_format=True)
+    except UserFileError as exc:
+        if " is not valid JSON" not in exc.problem or not exc.problem.startswith("line "):
+            raise
+        try:                            # one JSON document over several lines?
+            _refuse_one_document(path, read_json(path, "records file", MAX_RECORDS_BYTES,
+                                                 MAX_DEPTH))
+        except UserFileError:
+            pass
+        raise ValueError(f"{exc}; a records file is a JSON list or one JSON object per "
+                         f"line") from None
+    if form == "lines" and len(records) == 1:
+        _refuse_one_document(path, records[0])
     if not records:
-        raise ValueError(f"{path} holds no records")
+        raise ValueError(f"records file {path} holds no records")
     return records
 
 
-def _refuse_one_document(path: Path, text: str) -> None:
+def _refuse_one_document(path: Path, doc) -> None:
     """A file that is one JSON document but neither a list nor one record (e.g. an object
-    holding the list) is refused as such, not read as a malformed JSONL record."""
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError:
-        return                                  # JSONL (or broken): read line by line
+    holding the list) is refused as such."""
     if not (isinstance(doc, dict) and "conversations" in doc):
-        what = (f"a JSON object with keys {sorted(doc)[:5]}" if isinstance(doc, dict)
-                else f"a JSON {type(doc).__name__}")
-        raise ValueError(f"{path} must hold a JSON list of records or one record per line, "
-                         f"got {what}")
+        what = (f"a JSON object with keys {sorted(map(str, doc))[:5]}"
+                if isinstance(doc, dict) else f"a JSON {type(doc).__name__}")
+        raise ValueError(f"records file {path} must hold a JSON list of records or one "
+                         f"record per line, got {what}")
 
 
 def record_task(record: Mapping) -> str | None:

@@ -13,8 +13,6 @@ import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 OBJECTIVES = ("ar", "diffusion", "distill")
 PRECISIONS = ("fp32", "bf16")
 STRATEGIES = ("auto", "none", "ddp", "fsdp")
@@ -258,7 +256,7 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
             raise RecipeError(f"override '{item}' is not of the form key=value")
         key, text = item.split("=", 1)
         _check_key(key)
-        value = yaml.safe_load(text) if text != "" else ""
+        value = _override_value(key, text)
         node, parts = raw, key.split(".")
         for part in parts[:-1]:
             node = node.setdefault(part, {})
@@ -268,6 +266,21 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
     return raw
 
 
+def _override_value(key: str, text: str):
+    """The YAML scalar (or flow list/mapping) of ``key=text``, with the limits of a user
+    file (no aliases, nesting and size capped)."""
+    from wamdiff2_core.user_files import MAX_LINE_BYTES, parse_yaml
+
+    if text == "":
+        return ""
+    if len(text) > MAX_LINE_BYTES:
+        raise RecipeError(f"override {key} is longer than {MAX_LINE_BYTES} characters")
+    try:
+        return parse_yaml(text, key, "override")
+    except ValueError as exc:
+        raise RecipeError(str(exc)) from None
+
+
 def build_recipe(raw: dict, overrides: list[str] = ()) -> Recipe:
     """A Recipe from a mapping plus overrides; unknown keys are a RecipeError naming them."""
     return _build(Recipe, apply_overrides(raw or {}, list(overrides)))
@@ -275,13 +288,21 @@ def build_recipe(raw: dict, overrides: list[str] = ()) -> Recipe:
 
 def load_recipe(path: str | Path, overrides: list[str] = ()) -> Recipe:
     """Read a YAML recipe file and apply ``key=value`` overrides."""
-    path = Path(path)
-    if not path.is_file():
-        raise RecipeError(f"recipe file {path} does not exist")
-    raw = yaml.safe_load(path.read_text()) or {}
+    raw = read_recipe_yaml(path, "recipe file") or {}
     if not isinstance(raw, dict):
         raise RecipeError(f"recipe file {path} must hold a mapping")
     return build_recipe(raw, overrides)
+
+
+def read_recipe_yaml(path: str | Path, what: str):
+    """The YAML document of a recipe or pipeline file, read within a user file's limits
+    (``user_files.read_yaml``); RecipeError (one sentence naming the file) otherwise."""
+    from wamdiff2_core.user_files import read_yaml
+
+    try:
+        return read_yaml(path, what)
+    except ValueError as exc:
+        raise RecipeError(str(exc)) from None
 
 
 def recipe_dir() -> Path:
@@ -292,8 +313,11 @@ def recipe_dir() -> Path:
 def find_recipe(name: str | Path) -> Path:
     """A recipe path as given, or a shipped recipe by file name (``block32.yaml``)."""
     path = Path(name)
-    if path.exists():
-        return path
+    try:
+        if path.exists() or path.is_symlink():
+            return path
+    except OSError:                     # a name too long for the file system names no file
+        raise RecipeError(f"recipe {str(name)[:200]} does not exist") from None
     for candidate in (recipe_dir() / path.name, recipe_dir() / f"{path.name}.yaml"):
         if candidate.exists():
             return candidate

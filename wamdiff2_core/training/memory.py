@@ -93,7 +93,7 @@ def load_shape(source: str) -> Shape:
     from wamdiff2_core.model.preprocess import read_processor_config
 
     path = Path(source)
-    cfg = Qwen3VLConfig.from_pretrained(str(path))
+    cfg = Qwen3VLConfig.from_pretrained(str(path), local_files_only=True)   # never a hub
     with torch.device("meta"):
         hf = Qwen3VLForConditionalGeneration(cfg)
     return shape_of(hf, str(path), read_processor_config(path)[0].max_pixels)

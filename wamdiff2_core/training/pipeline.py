@@ -14,9 +14,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
-from wamdiff2_core.training.config import RecipeError, find_recipe, load_recipe
+from wamdiff2_core.training.config import (RecipeError, find_recipe, load_recipe,
+                                           read_recipe_yaml)
 from wamdiff2_core.training.distributed import DistContext
 from wamdiff2_core.training.engine import FINAL_DIR, train
 from wamdiff2_core.training.validate import check_numbers
@@ -38,20 +37,29 @@ class PipelinePlan:
 
 def load_plan(path: str | Path) -> PipelinePlan:
     """Read a pipeline YAML (see ``config/training/pipeline.yaml``)."""
-    raw = yaml.safe_load(find_recipe(path).read_text()) or {}
+    path = find_recipe(path)
+    raw = read_recipe_yaml(path, "pipeline file") or {}
+    if not isinstance(raw, dict):
+        raise RecipeError(f"pipeline file {path} must hold a mapping")
     unknown = set(raw) - {"stages", "final", "teacher_preset"}
     if unknown:
-        raise RecipeError(f"unknown pipeline key '{sorted(unknown)[0]}'")
+        raise RecipeError(f"unknown pipeline key '{sorted(map(str, unknown))[0]}'")
+    if not isinstance(raw.get("stages", []), list):
+        raise RecipeError(f"pipeline file {path}: stages must be a list")
     stages = []
     for s in raw.get("stages", []):
+        if not isinstance(s, dict) or not isinstance(s.get("name"), str) or \
+                not isinstance(s.get("recipe"), str) or not isinstance(s.get("set", {}), dict):
+            raise RecipeError(f"pipeline file {path}: each stage must be a mapping with a "
+                              f"name and a recipe (strings) and an optional set mapping")
         extra = set(s) - {"name", "recipe", "set"}
         if extra:
-            raise RecipeError(f"unknown pipeline stage key '{sorted(extra)[0]}'")
+            raise RecipeError(f"unknown pipeline stage key '{sorted(map(str, extra))[0]}'")
         stages.append(Stage(s["name"], s["recipe"], dict(s.get("set", {}))))
     if not stages:
         raise RecipeError("the pipeline has no stages")
     final = raw.get("final", stages[-1].name)
-    if final not in {s.name for s in stages}:
+    if not isinstance(final, str) or final not in {s.name for s in stages}:
         raise RecipeError(f"pipeline final stage '{final}' is not one of its stages")
     return PipelinePlan(tuple(stages), final, raw.get("teacher_preset", "small"))
 

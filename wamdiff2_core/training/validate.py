@@ -14,7 +14,6 @@ Two passes, each raising one RecipeError sentence that names the key:
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import typing
 from dataclasses import dataclass
@@ -168,8 +167,20 @@ def check_output_dir(out: str) -> None:
 
 def checkpoint_fields(path: str | Path) -> dict:
     """The ``wamdiff2`` diffusion fields of a checkpoint's config.json ({} if absent)."""
-    cfg = json.loads((Path(path) / "config.json").read_text())
-    return cfg.get("wamdiff2", {}) or {}
+    from wamdiff2_core.user_files import read_json
+
+    try:
+        cfg = read_json(Path(path) / "config.json", "checkpoint config")
+    except ValueError as exc:
+        raise RecipeError(str(exc)) from None
+    fields = cfg.get("wamdiff2", {}) if isinstance(cfg, dict) else None
+    if fields is not None and not isinstance(fields, dict):
+        raise RecipeError(f"checkpoint config {Path(path) / 'config.json'}: wamdiff2 must be "
+                          f"a mapping")
+    if fields is None:
+        raise RecipeError(f"checkpoint config {Path(path) / 'config.json'} must hold a "
+                          f"mapping")
+    return fields
 
 
 def effective_block_size(recipe: Recipe) -> int:
