@@ -42,7 +42,7 @@ def test_tasks_and_limit_select_records_and_drop_stale_plots(data_dir, tmp_path,
 
 
 @pytest.mark.parametrize("argv_tail, message", [
-    (["--data", "{missing}"], "no records file"),
+    (["--data", "{missing}"], "does not exist"),
     (["--data", "{data}", "--tasks", "captioning"], "unknown task"),
     (["--data", "{data}", "--limit", "0"], "--limit"),
     (["--data", "{data}", "--threshold", "1.5"], "threshold"),

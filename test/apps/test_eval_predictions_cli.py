@@ -86,7 +86,8 @@ def test_eval_on_two_processes_equals_one(decoded, tmp_path):
 def test_a_predictions_file_made_by_the_reference_script_is_scored(tmp_path, capsys):
     path = write_reference_file(tmp_path, bad=())
     ours = tmp_path / "ours.json"
-    assert main(["predict", "--input", str(path), "--output", str(ours), "--no-progress"]) == 0
+    assert main(["predict", "--input", str(path), "--output", str(ours), "--image-root",
+                 str(tmp_path), "--no-progress"]) == 0
     capsys.readouterr()
     reference = [{k: v for k, v in item.items() if k != "wamdiff2"}
                  for item in json.loads(ours.read_text())]
@@ -95,14 +96,19 @@ def test_a_predictions_file_made_by_the_reference_script_is_scored(tmp_path, cap
     reference.sort(key=lambda item: str(item["id"]))              # as the reference merges
     ref_file = tmp_path / "reference_predictions.json"
     ref_file.write_text(json.dumps(reference, indent=4, ensure_ascii=False))
-    with_data = evaluate(capsys, "--predictions", ref_file, "--data", path,
-                         "--out", tmp_path / "a")
-    mine = evaluate(capsys, "--predictions", ours, "--data", path, "--out", tmp_path / "b")
+    with_data = evaluate(capsys, "--predictions", ref_file, "--data", path, "--image-root",
+                         tmp_path, "--out", tmp_path / "a")
+    mine = evaluate(capsys, "--predictions", ours, "--data", path, "--image-root", tmp_path,
+                    "--out", tmp_path / "b")
     assert with_data["num_records"] == mine["num_records"] == 18
     assert with_data["planning"]["num_parse_failures"] == 1       # the failed record
+    assert with_data["failures"] == {"planning": 1, "detection": 0, "qa": 0}
+    assert "CUDA out of memory" in with_data["first_failure"]
     assert mine["planning"]["num_parse_failures"] == 0
-    alone = evaluate(capsys, "--predictions", ref_file, "--out", tmp_path / "c")
-    assert alone["skipped_tasks"] == {"None": 1}                   # no ground truth left
+    alone = evaluate(capsys, "--predictions", ref_file, "--image-root", tmp_path,
+                     "--out", tmp_path / "c")
+    assert alone["skipped_tasks"] == {}                            # no ground truth left:
+    assert alone["failures"]["unknown"] == 1                       # its task is unknown
     assert alone["planning"]["num_records"] == 5 and alone["qa"]["num_records"] == 6
 
 
@@ -112,7 +118,7 @@ def test_predictions_problems_are_one_sentence(decoded, tmp_path, capsys):
     partial = tmp_path / "partial.json"
     partial.write_text(json.dumps(items[:4]))
     cases = [(["--predictions", partial, "--data", data], "no prediction for 2 of the 6"),
-             (["--predictions", tmp_path / "nope.json"], "no predictions file"),
+             (["--predictions", tmp_path / "nope.json"], "nope.json does not exist"),
              (["--checkpoint", BUNDLED], "needs --data")]
     for argv, message in cases:
         rc = main(["eval", "open-loop", "--out", str(tmp_path / "o"), *map(str, argv)])

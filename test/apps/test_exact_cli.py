@@ -71,7 +71,7 @@ def test_predict_in_exact_mode_writes_the_teachers_predictions(tmp_path):
                         ("exact", ["--decode-mode", "exact"])):
         outs[name] = tmp_path / f"{name}.json"
         assert main(["predict", "--input", str(path), "--output", str(outs[name]),
-                     "--no-progress", *extra]) == 0
+                     "--image-root", str(path.parent), "--no-progress", *extra]) == 0
     teacher, exact = (json.loads(outs[n].read_text()) for n in ("teacher", "exact"))
     assert [p["prediction"] for p in exact] == [p["prediction"] for p in teacher]
     assert len(exact) == 18 and not any(p.get("error") for p in exact)

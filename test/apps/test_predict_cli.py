@@ -20,8 +20,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def predict(input_path, output, *extra, capsys=None) -> dict:
+    """`predict` on a file written by ``write_reference_file`` (reference records, images
+    beside the file: --image-root names that folder)."""
     rc = main(["predict", "--input", str(input_path), "--output", str(output),
-               "--no-progress", "--json", *extra])
+               "--image-root", str(Path(input_path).parent), "--no-progress", "--json",
+               *extra])
     assert rc == 0
     return json.loads(capsys.readouterr().out) if capsys else {}
 
@@ -39,7 +42,8 @@ def one_by_one(tmp_path_factory):
     folder = tmp_path_factory.mktemp("ref")
     path = write_reference_file(folder)
     out = folder / "batch1.json"
-    assert main(["predict", "--input", str(path), "--output", str(out), "--no-progress"]) == 0
+    assert main(["predict", "--input", str(path), "--output", str(out), "--image-root",
+                 str(folder), "--no-progress"]) == 0
     return path, json.loads(out.read_text())
 
 
@@ -80,7 +84,8 @@ def test_two_processes_merge_to_the_one_process_output(one_by_one, tmp_path, cap
     proc = subprocess.run(
         [str(VENV_BIN / "torchrun"), "--nproc-per-node", "2", "--master-port",
          str(free_port()), "-m", "wamdiff2_core.cli", "predict", "--input", str(path),
-         "--output", str(tmp_path / "two.json"), "--batch-size", "4", "--no-progress"],
+         "--image-root", str(path.parent), "--output", str(tmp_path / "two.json"),
+         "--batch-size", "4", "--no-progress"],
         env=ENV, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count("wamdiff2 predict: 19 records") == 1          # rank 0 alone
@@ -96,7 +101,8 @@ def test_sigkill_loses_at_most_the_batch_in_flight_and_resume_finishes(one_by_on
     path, items = one_by_one
     out, parts = tmp_path / "p.json", tmp_path / "p.json.parts"
     proc = subprocess.Popen(command("--input", path, "--output", out, "--batch-size", 2,
-                                    "--no-progress"), env=ENV, cwd=ROOT,
+                                    "--image-root", path.parent, "--no-progress"),
+                            env=ENV, cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
@@ -144,7 +150,8 @@ def test_bad_inputs_are_one_sentence_and_write_nothing(tmp_path, capsys):
         (good, tmp_path, "is a folder, not a file"),
     ]
     for input_path, output, message in cases:
-        rc = main(["predict", "--input", str(input_path), "--output", str(output)])
+        rc = main(["predict", "--input", str(input_path), "--output", str(output),
+                   "--image-root", str(tmp_path / "in")])
         err = capsys.readouterr().err
         assert rc == 2 and message in err and err.count("\n") == 1, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.json", "file", "in"]
@@ -155,7 +162,8 @@ def test_an_unfinished_run_is_not_overwritten_or_mixed(tmp_path, capsys):
     out = tmp_path / "p.json"
     parts = tmp_path / "p.json.parts"
     parts.mkdir()
-    rc = main(["predict", "--input", str(path), "--output", str(out), "--no-progress"])
+    rc = main(["predict", "--input", str(path), "--output", str(out), "--no-progress",
+               "--image-root", str(path.parent)])
     assert rc == 2 and "pass --resume" in capsys.readouterr().err
     assert list(parts.iterdir()) == [] and not out.exists()
     parts.rmdir()
@@ -163,7 +171,7 @@ def test_an_unfinished_run_is_not_overwritten_or_mixed(tmp_path, capsys):
     parts.mkdir()
     (parts / "manifest.json").write_text(json.dumps({"input": "0" * 64}))
     rc = main(["predict", "--input", str(path), "--output", str(out), "--resume",
-               "--no-progress"])
+               "--image-root", str(path.parent), "--no-progress"])
     assert rc == 2 and "made with another" in capsys.readouterr().err
     assert not out.exists()
 

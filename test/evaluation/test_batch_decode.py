@@ -8,8 +8,9 @@ from PIL import Image
 
 from wamdiff2_core import tasks
 from wamdiff2_core.evaluation.batch_decode import plan_batches, prepare, prompt_tokens
-from wamdiff2_core.evaluation.predictions import (REFERENCE_KEYS, match, prediction_item,
-                                                  read_predictions, record_of)
+from wamdiff2_core.evaluation.predictions import (REFERENCE_KEYS, item_record, match,
+                                                  prediction_item, read_predictions)
+from wamdiff2_core.evaluation.truth import record_truth
 from wamdiff2_core.planner import Planner
 
 
@@ -73,7 +74,7 @@ def test_prediction_objects_have_the_reference_keys_even_for_malformed_records()
                    "wamdiff2": {"index": 4}}
 
 
-def test_predictions_match_records_by_position_then_by_id(tmp_path):
+def test_predictions_join_records_on_id_and_positions_tell_repeated_ids_apart(tmp_path):
     records = [{"id": "a"}, {"id": "b"}, {"id": 3}]
     ours = [prediction_item(r, i, f"ans{i}") for i, r in enumerate(records)]
     assert [m["prediction"] for m in match(records, ours, "f")] == ["ans0", "ans1", "ans2"]
@@ -84,6 +85,10 @@ def test_predictions_match_records_by_position_then_by_id(tmp_path):
         match(records, reference[:2], "f")
     with pytest.raises(ValueError, match="2 predictions for id 'a'"):
         match(records, reference + [{"id": "a", "prediction": "A2"}], "f")
+    twice = [{"id": "a"}, {"id": "a"}]                             # ours: positions decide
+    ours = [prediction_item(r, i, f"ans{i}") for i, r in enumerate(twice)][::-1]
+    assert [m["prediction"] for m in match(twice, ours, "f")] == ["ans0", "ans1"]
+    assert [m["prediction"] for m in match(twice[1:], ours, "f", [1])] == ["ans1"]
     with pytest.raises(ValueError, match="no prediction.*'3'"):
         match([{"id": "3"}], [{"id": 3, "prediction": "C"}], "f")
 
@@ -97,8 +102,9 @@ def test_a_reference_predictions_file_reads_back_as_records(tmp_path):
         {"id": "y", "datasource": "navsim", "image": ["i.png"], "question": "q <image>",
          "prediction": "", "ground_truth": "", "error": "CUDA out of memory"}], indent=4))
     items = read_predictions(path)
-    records = [record_of(item) for item in items]
-    assert tasks.record_task(records[0]) == "planning" and tasks.record_task(records[1]) is None
+    records = [item_record(item) for item in items]
+    assert record_truth(records[0]) == ("planning", items[0]["ground_truth"])
+    assert record_truth(records[1]) == (None, None)               # failed: no ground truth
     path.write_text(json.dumps([{"id": "x"}]))
     with pytest.raises(ValueError, match="entry 0 is not a prediction"):
         read_predictions(path)

@@ -26,7 +26,8 @@ from wamdiff2_core.apps.common import (CAMERAS_HELP, CliError, add_decode_option
                                        exact_settings, field_overrides, rig_arg,
                                        scenarios_arg, subgroup)
 from wamdiff2_core.apps.outputs import check_output
-from wamdiff2_core.apps.predict import add_predict_options, predict_settings, predict_to
+from wamdiff2_core.apps.predict import (add_image_root_option, add_predict_options, announce,
+                                        predict_settings, predict_to, read_input)
 from wamdiff2_core.candidates.config import CHOICES
 from wamdiff2_core.tasks import RECORDS_FILE
 
@@ -66,15 +67,17 @@ def _register_open_loop(group) -> None:
                              "'ground-truth' to answer with the recorded answers; its "
                              "answers are decoded as `wamdiff2 predict` decodes them (batched, "
                              "on every torchrun process) into OUT/predictions.json")
-    source.add_argument("--predictions", metavar="FILE",
+    source.add_argument("--predictions", metavar="FILE", nargs="+",
                         help="score this predictions file (`wamdiff2 predict`'s or the "
-                             "reference's inference script's) instead of decoding")
+                             "reference's inference script's: its merged file, or its "
+                             "per-rank files NAME_rank0.json ... together) instead of decoding")
     parser.add_argument("--data",
                         help=f"data set directory (reads {RECORDS_FILE}) or a records file "
-                             "(.json list or .jsonl); image paths are relative to its folder "
-                             "(needed with --checkpoint; with --predictions, the records the "
-                             "predictions are matched to by id: without it, each prediction's "
-                             "own question and ground truth are scored)")
+                             "(.json list or .jsonl) (needed with --checkpoint; with "
+                             "--predictions, the records the predictions are joined to by id: "
+                             "without it, each prediction's own ground truth is scored); a "
+                             "bad record is counted as a failure, not a stop")
+    add_image_root_option(parser, "--data (and --predictions' detection images)")
     parser.add_argument("--out", default=DEFAULT_OUT,
                         help=f"report directory (default: {DEFAULT_OUT})")
     parser.add_argument("--json", action="store_true",
@@ -93,43 +96,38 @@ def _register_open_loop(group) -> None:
     parser.set_defaults(func=run_open_loop)
 
 
-def load_records(data: str) -> tuple[list[dict], object]:
-    """Records of a data set directory or records file, and the folder images are under."""
-    from wamdiff2_core.tasks import read_records, record_prompt_and_answer, records_path
+def load_records(data: str, image_root: str | None = None):
+    """The records of ``--data`` and where their images are (``evaluation.inputs``: the rule
+    `predict` follows); a bad record is not refused here, it fails alone when scored."""
+    return read_input(data, image_root, "--data")
+
+
+def _task_of(record) -> str | None:
+    """A record's task for --tasks; None for a record that has none or is malformed."""
+    from wamdiff2_core.evaluation.truth import record_truth
 
     try:
-        path = records_path(data)
-        records = read_records(path)
-    except ValueError as exc:
-        raise CliError(str(exc)) from None
-    for i, record in enumerate(records):
-        try:
-            record_prompt_and_answer(record)
-        except ValueError as exc:
-            raise CliError(f"record {i} of {path} is malformed: {exc}") from None
-        images = record.get("image") or []
-        for image in [images] if isinstance(images, str) else images:
-            file = image if Path(image).is_absolute() else path.parent / image
-            if not Path(file).is_file():
-                raise CliError(f"record {record.get('id', i)} of {path} names a missing "
-                               f"image {file}")
-    return records, path.parent
+        return record_truth(record)[0]
+    except ValueError:
+        return None
 
 
-def _select(records: list[dict], tasks: str | None, limit: int | None) -> list[dict]:
+def _select(records: list, tasks: str | None, limit: int | None) -> list[int]:
+    """The positions of the records --tasks and --limit keep."""
     from wamdiff2_core.evaluation.scorers import SCORERS
 
+    kept = list(range(len(records)))
     if tasks:
         wanted = {t.strip() for t in tasks.split(",") if t.strip()}
         unknown = wanted - set(SCORERS)
         if unknown:
             raise CliError(f"unknown task(s) {sorted(unknown)}; known: {sorted(SCORERS)}")
-        records = [r for r in records if r.get("task") in wanted]
+        kept = [i for i in kept if _task_of(records[i]) in wanted]
     if limit is not None:
         if limit < 1:
             raise CliError("--limit must be at least 1")
-        records = records[:limit]
-    return records
+        kept = kept[:limit]
+    return kept
 
 
 def _predictor(args: argparse.Namespace):
@@ -155,9 +153,10 @@ def _predictor(args: argparse.Namespace):
     return planner, info
 
 
-def _decoded(args: argparse.Namespace, records: list[dict], image_root: Path):
-    """The report of ``--checkpoint``'s answers: ground truth in this process, a model's
-    through `predict` into OUT/predictions.json (None on the ranks other than 0)."""
+def _decoded(args: argparse.Namespace, records: list, image_root: Path):
+    """The report of ``--checkpoint``'s answers (ground truth in this process, a model's
+    through `predict` into OUT/predictions.json) and predict's summary (None for ground
+    truth); (None, None) on the ranks other than 0."""
     from wamdiff2_core.evaluation.open_loop import evaluate_open_loop, score_predictions
     from wamdiff2_core.evaluation.predict_run import join_ranks
     from wamdiff2_core.evaluation.predictions import read_predictions
@@ -169,7 +168,7 @@ def _decoded(args: argparse.Namespace, records: list[dict], image_root: Path):
         _, info = _predictor(args)
         report = evaluate_open_loop(records, ground_truth_predictor(), image_root,
                                     progress=settings.progress)
-        return dataclasses.replace(report, info={**info, "data": str(args.data)})
+        return dataclasses.replace(report, info={**info, "data": str(args.data)}), None
     output = Path(args.out) / "predictions.json"
     ctx, args.device = join_ranks(args.device)
     try:
@@ -179,56 +178,83 @@ def _decoded(args: argparse.Namespace, records: list[dict], image_root: Path):
     finally:
         close_process_group()
     if summary is None:
-        return None
-    items = read_predictions(output)
+        return None, None
+    try:
+        items = read_predictions(output)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     report = score_predictions(records, items, image_root)
     return dataclasses.replace(report, info={**info, "data": str(args.data),
                                              "predictions": str(output),
-                                             "predict": summary.to_dict()})
+                                             "predict": summary.to_dict()}), summary
 
 
 def _scored_file(args: argparse.Namespace):
-    """The report of a predictions file: matched to ``--data``'s records, or scored on each
-    prediction's own question and ground truth."""
+    """The report of predictions files: joined to ``--data``'s records by id, or scored on
+    each prediction's own ground truth."""
     from wamdiff2_core.evaluation.open_loop import score_predictions
-    from wamdiff2_core.evaluation.predictions import match, read_predictions, record_of
+    from wamdiff2_core.evaluation.predictions import item_record, match, read_predictions
 
+    source = ", ".join(map(str, args.predictions))
     try:
         items = read_predictions(args.predictions)
         if args.data:
-            records, image_root = load_records(args.data)
-            records = _select(records, args.tasks, args.limit)
-            items = match(records, items, args.predictions)
+            data = load_records(args.data, args.image_root)
+            announce("wamdiff2 eval", data.image_root)
+            kept = _select(data.records, args.tasks, args.limit)
+            records = [data.records[i] for i in kept]
+            items = match(records, items, source, kept)
+            image_root = data.image_root.path
         else:
-            pairs = [(record_of(item), item) for item in items]
-            chosen = {id(r) for r in _select([r for r, _ in pairs], args.tasks, args.limit)}
-            records = [r for r, _ in pairs if id(r) in chosen]
-            items = [item for r, item in pairs if id(r) in chosen]
-            image_root = Path(args.predictions).parent
+            records = [item_record(item) for item in items]
+            kept = _select(records, args.tasks, args.limit)
+            records, items = [records[i] for i in kept], [items[i] for i in kept]
+            image_root = Path(args.image_root or Path.cwd())
         report = score_predictions(records, items, image_root)
     except ValueError as exc:
         raise CliError(str(exc)) from None
-    return dataclasses.replace(report, info={"predictions": str(args.predictions),
-                                             "data": args.data})
+    return dataclasses.replace(report, info={"predictions": source, "data": args.data,
+                                             "image_root": str(image_root)})
 
 
 def run_open_loop(args: argparse.Namespace) -> int:
     from wamdiff2_core.evaluation.open_loop_report import format_summary, write_report
 
     check_output(args.out, "--out", folder=True)
+    if args.image_root is not None and not Path(args.image_root).is_dir():
+        raise CliError(f"--image-root {args.image_root} is not a folder")
+    summary = None
     if args.predictions:
         report = _scored_file(args)
     elif not args.data:
         raise CliError("--checkpoint needs --data (the records to answer)")
     else:
-        records, image_root = load_records(args.data)
-        report = _decoded(args, _select(records, args.tasks, args.limit), image_root)
+        data = load_records(args.data, args.image_root)
+        announce("wamdiff2 eval", data.image_root)
+        records = [data.records[i] for i in _select(data.records, args.tasks, args.limit)]
+        report, summary = _decoded(args, records, data.image_root.path)
         if report is None:                           # a torchrun rank other than 0
             return 0
     paths = write_report(report, args.out)
     print(report.to_json() if args.json else format_summary(report))
     print("wrote " + ", ".join(str(p) for p in paths.values()), file=sys.stderr)
+    _print_failures(report)
+    if summary is not None and summary.all_failed and not summary.answered:
+        # no record reached the model (records or images unusable): the report measures
+        # nothing; a model whose answers all fail is a result, and exits 0
+        print(f"wamdiff2 eval: every record failed before decoding; "
+              f"{summary.failure_line()}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _print_failures(report) -> None:
+    """How many records failed, by task, and the first (stderr)."""
+    counts = {task: n for task, n in report.failures.items() if n}
+    if counts:
+        print(f"wamdiff2 eval: {sum(counts.values())} record(s) failed ("
+              + ", ".join(f"{task} {n}" for task, n in counts.items())
+              + f"); the first: {report.first_failure}", file=sys.stderr)
 
 
 # ------------------------------------------------------------------------------ closed loop

@@ -10,6 +10,7 @@ import argparse
 import dataclasses
 import hashlib
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -29,10 +30,11 @@ def register(subparsers) -> None:
                     "format. Under torchrun each process decodes its share; rank 0 merges.")
     p.add_argument("--input", required=True, metavar="PATH",
                    help=f"records file (.json list or .jsonl) or data set directory (reads "
-                        f"{RECORDS_FILE}); image paths are relative to its folder")
+                        f"{RECORDS_FILE}); where relative image paths are: --image-root")
     p.add_argument("--output", required=True, metavar="FILE",
                    help="predictions file to write (.json: a JSON list, .jsonl: one object "
                         "per line); its parts go to FILE.parts/ until the run ends")
+    add_image_root_option(p, "--input")
     add_model_arguments(p)
     add_exact_options(p)
     add_decode_options(p, ("max_new_tokens",))
@@ -43,6 +45,17 @@ def register(subparsers) -> None:
     p.add_argument("--json", action="store_true",
                    help="end with the summary as one JSON object instead of a line")
     p.set_defaults(func=run_predict_command)
+
+
+def add_image_root_option(parser: argparse.ArgumentParser, option: str) -> None:
+    """--image-root: where relative image paths are (shared by `predict` and `eval
+    open-loop`; the rule: ``evaluation.inputs``, docs/evaluation.md)."""
+    parser.add_argument("--image-root", metavar="DIR", default=None,
+                        help=f"folder relative image paths are under (default: the data set "
+                             f"directory, or the records file's folder when every record "
+                             f"names a task; for records without a task, in the reference's "
+                             f"layout, the working directory, as the reference's inference "
+                             f"script opens them); printed at start. Given for {option}")
 
 
 def add_predict_options(parser: argparse.ArgumentParser) -> None:
@@ -70,22 +83,28 @@ def predict_settings(args: argparse.Namespace):
         raise CliError(str(exc)) from None
 
 
-def read_input(data: str) -> tuple[list, Path]:
-    """The records of ``--input`` and the folder its image paths are relative to."""
-    from wamdiff2_core.tasks import read_records, records_path
+def read_input(data: str, image_root: str | None, option: str = "--input"):
+    """The records of ``data`` and where their images are (``evaluation.inputs``); one
+    CliError when the input cannot be read (a bad record is not: it fails alone)."""
+    from wamdiff2_core.evaluation.inputs import read_input as read
 
     try:
-        path = records_path(data)
-        return read_records(path), path.parent
+        return read(data, image_root, option)
     except ValueError as exc:
         raise CliError(str(exc)) from None
 
 
-def manifest(args: argparse.Namespace, planner, records: list) -> dict:
-    """What a run's parts belong to: the records (their canonical JSON's sha256) and the
-    decoding settings."""
+def announce(command: str, root) -> None:
+    """The image-path rule, once at the start of a run (rank 0 alone under torchrun)."""
+    if os.environ.get("RANK", "0") == "0":
+        print(f"{command}: {root.describe()}", file=sys.stderr, flush=True)
+
+
+def manifest(args: argparse.Namespace, planner, records: list, image_root: Path) -> dict:
+    """What a run's parts belong to: the records (their canonical JSON's sha256), the folder
+    their images are under and the decoding settings."""
     text = json.dumps(records, sort_keys=True, ensure_ascii=False).encode("utf-8")
-    return {"input": hashlib.sha256(text).hexdigest(),
+    return {"input": hashlib.sha256(text).hexdigest(), "image root": str(image_root),
             "checkpoint": str(args.checkpoint or getattr(args, "preset", None) or "bundled"),
             "dtype": str(getattr(args, "dtype", None)), "decode": planner.decode.to_dict(),
             "planning decode": planner.plan_decode.to_dict(),
@@ -104,7 +123,7 @@ def predict_to(args: argparse.Namespace, settings, planner, ctx, records: list,
 
     try:
         return run_predict(planner, records, image_root, output, settings,
-                           manifest(args, planner, records), ctx)
+                           manifest(args, planner, records, image_root), ctx)
     except ValueError as exc:
         raise CliError(str(exc)) from None
 
@@ -117,21 +136,34 @@ def run_predict_command(args: argparse.Namespace) -> int:
         apply_threads(args.threads)
     except ValueError as exc:
         raise CliError(str(exc)) from None
-    records, image_root = read_input(args.input)
+    data = read_input(args.input, args.image_root)
+    announce("wamdiff2 predict", data.image_root)
     from wamdiff2_core.evaluation.predict_run import join_ranks
     from wamdiff2_core.training.distributed import close_process_group
 
     ctx, args.device = join_ranks(args.device)
     try:
         planner = planner_from_args(args, **candidates)
-        summary = predict_to(args, settings, planner, ctx, records, image_root, output)
+        summary = predict_to(args, settings, planner, ctx, data.records,
+                             data.image_root.path, output)
     finally:
         close_process_group()
     if summary is None:
         return 0
-    if summary.first_error:
-        print(f"wamdiff2 predict: {summary.failed} record(s) failed; the first: "
-              f"{summary.first_error}", file=sys.stderr)
-    print(json.dumps(summary.to_dict()) if args.json
-          else f"wamdiff2 predict: {summary.line()}; wrote {output}")
-    return 0
+    return report_summary("wamdiff2 predict", summary, args.json, output)
+
+
+def report_summary(command: str, summary, as_json: bool, output: Path | None) -> int:
+    """Print a run's summary (and where its failures are); the exit code: 1 when every
+    record failed (nothing to show: most likely the input or the image paths are wrong),
+    else 0."""
+    failures = summary.failure_line()
+    if summary.all_failed:
+        print(f"{command}: every record failed; {failures}", file=sys.stderr)
+    elif failures:
+        print(f"{command}: {failures}", file=sys.stderr)
+    if as_json:
+        print(json.dumps(summary.to_dict()))
+    elif output is not None:
+        print(f"{command}: {summary.line()}; wrote {output}")
+    return 1 if summary.all_failed else 0

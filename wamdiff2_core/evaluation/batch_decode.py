@@ -2,7 +2,8 @@
 
 ``prepare`` turns records into jobs (the request, the image paths and the prompt's length in
 tokens, read from the image headers without decoding them) or into one-sentence errors (a
-malformed record, no image, an unreadable image, a prompt too long for the model).
+record with too much text, checked before tokenization; a malformed record, no image, an
+unreadable image or one that is not a regular file, a prompt too long for the model).
 ``plan_batches`` groups jobs that share decoding settings, sorts each group by prompt length
 and cuts it into batches, so that rows padded together differ little in length.
 ``decode_batch`` decodes one batch and returns one object per record: a record whose image
@@ -13,14 +14,13 @@ a time, so one bad record never costs its neighbours their answers.
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from wamdiff2_core.decoding.config import DecodeStats
-from wamdiff2_core.image_files import ImageFileError, open_rgb
+from wamdiff2_core.image_files import ImageFileError, image_size, open_rgb
 from wamdiff2_core.types import PromptTooLong
 
 from .predictions import prediction_item
@@ -48,25 +48,13 @@ class RowAnswer:
 
 
 def image_paths(record: Mapping, image_root: str | os.PathLike) -> tuple[Path, ...]:
-    """The record's image paths, relative ones under ``image_root``."""
+    """The record's image paths, relative ones under ``image_root``; ValueError, one
+    sentence, when its ``image`` is neither a path nor a list of paths."""
     images = record.get("image") or []
     images = [images] if isinstance(images, str) else images
+    if not isinstance(images, list) or not all(isinstance(p, str) and p for p in images):
+        raise ValueError("record image must be a list of non-empty str paths (or one str)")
     return tuple(Path(p) if Path(p).is_absolute() else Path(image_root) / p for p in images)
-
-
-def _size(path: Path) -> tuple[int, int]:
-    """(width, height) from the header only; ImageFileError, one sentence, if unreadable."""
-    from PIL import Image, UnidentifiedImageError
-
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            with Image.open(path) as image:
-                return image.size
-    except FileNotFoundError:
-        raise ImageFileError(f"cannot read image {path}: it does not exist") from None
-    except (UnidentifiedImageError, Image.DecompressionBombError, OSError) as exc:
-        raise ImageFileError(f"cannot read image {path}: {exc}") from None
 
 
 def prompt_tokens(processor: Any, prompt: str, sizes: Sequence[tuple[int, int]]) -> int:
@@ -104,7 +92,7 @@ def _job(planner: Any, record: Any, index: int, image_root: str | os.PathLike) -
     paths = image_paths(record, image_root)
     if not paths:
         raise ValueError("the record has no image")
-    sizes = tuple(_size(p) for p in paths)
+    sizes = tuple(image_size(p) for p in paths)
     length = prompt_tokens(planner.model.processor, request.prompt, sizes)
     budget = answer_budget(planner, request)
     if length + budget > planner.max_positions:

@@ -8,14 +8,16 @@ processes and the merged output equals a single process's. Each rank writes ever
 finishes as a part (``prediction_parts``); rank 0 waits for the others, merges the parts in
 input order, writes the output atomically and removes the parts. ``resume`` skips what the
 parts (or an earlier output) already hold; batches keep their records, so a resumed run
-writes what an uninterrupted one would.
+writes what an uninterrupted one would, and the batches left are dealt out afresh (the j-th
+one left to rank j mod WORLD_SIZE), so that no rank waits at the final collectives on
+another's share, whichever rank had finished when the first run stopped.
 """
 from __future__ import annotations
 
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
@@ -27,7 +29,7 @@ from wamdiff2_core.training.distributed import DistContext
 
 from .batch_decode import decode_batch, plan_batches, prepare
 from .prediction_parts import PartsStore
-from .predictions import dumps_predictions, prediction_item
+from .predictions import OWN_KEY, dumps_predictions, prediction_item
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,8 @@ class PredictSummary:
     batch_size: int = 1
     output: str = ""
     first_error: str | None = None
+    decoded_per_rank: list[int] = field(default_factory=list)   # records each rank decoded
+    answered: int = 0              # records with a decoded answer (failed ones included)
 
     @property
     def samples_per_s(self) -> float:
@@ -81,6 +85,19 @@ class PredictSummary:
                    tokens_per_s=round(self.tokens_per_s, 2),
                    tokens_per_forward=round(self.tokens_per_forward, 3))
         return out
+
+    @property
+    def all_failed(self) -> bool:
+        """Every record failed (a run with nothing to show: the input or the image paths are
+        probably wrong)."""
+        return self.records > 0 and self.failed == self.records
+
+    def failure_line(self) -> str | None:
+        """Where the errors are, in one sentence; None when no record failed."""
+        if not self.failed:
+            return None
+        return (f"{self.failed} of {self.records} records failed (each has its 'error' in "
+                f"{self.output}); the first: {self.first_error}")
 
     def line(self) -> str:
         """The one-line summary a run ends with."""
@@ -116,32 +133,35 @@ def run_predict(planner: Any, records: Sequence[Any], image_root: str | os.PathL
                 ) -> PredictSummary | None:
     """Decode ``records`` (images under ``image_root``) into the predictions file ``output``.
     Returns the summary on rank 0, None on the other ranks. ValueError, one sentence, when
-    the parts folder is in the way or belongs to another input or settings (nothing is
-    written then)."""
+    the parts folder is in the way, belongs to another input or settings, or holds a part
+    that is not one of this input's (nothing is written then). A record that cannot be
+    decoded is that record's ``error``, never the run's."""
     ctx = ctx or DistContext()
     store = PartsStore(output, manifest)
-    error = None
+    error, done = None, None
     if ctx.is_main:
         try:
             store.open(settings.resume, records)
+            done = store.done(records)            # every part readable and of this input
         except (ValueError, OSError) as exc:
             error = str(exc)
     _agree(ctx, error)
-    done = store.done()
+    done = store.done(records) if done is None else done
     jobs, errors = prepare(planner, records, image_root)
-    mine = [[i for i in batch if i not in done]
-            for batch in plan_batches(jobs, settings.batch_size)[ctx.rank::ctx.world]]
-    mine = [batch for batch in mine if batch]
+    mine = share(plan_batches(jobs, settings.batch_size), done, ctx.rank, ctx.world)
     if settings.warmup and mine:                   # graph capture / compilation off the clock
         decode_batch(planner, records, [jobs[i] for i in mine[0]])
     ctx.barrier()
     start = time.perf_counter()
     counts = _decode_shard(planner, records, jobs, mine, store, ctx, settings.progress)
-    totals = ctx.sum(torch.tensor(counts, dtype=torch.float64, device=ctx.device)).tolist()
+    per_rank = torch.zeros(3 + ctx.world, dtype=torch.float64)
+    per_rank[:3] = torch.tensor(counts, dtype=torch.float64)
+    per_rank[3 + ctx.rank] = counts[0]
+    totals = ctx.sum(per_rank).tolist()
     ctx.barrier()                                  # every part is written
     if not ctx.is_main:
         return None
-    items = _merge(records, store.done(), errors)
+    items = _merge(records, store.done(records), errors)
     write_atomic(output, dumps_predictions(items, output))
     store.remove()
     failed = [item for item in items if "error" in item]
@@ -150,7 +170,25 @@ def run_predict(planner: Any, records: Sequence[Any], image_root: str | os.PathL
         resumed=len([i for i in done if i not in errors]), tokens=int(totals[1]),
         row_forwards=int(totals[2]), seconds=time.perf_counter() - start, world=ctx.world,
         batch_size=settings.batch_size, output=str(output),
-        first_error=failed[0]["error"] if failed else None)
+        first_error=_first_error(failed[0]) if failed else None,
+        decoded_per_rank=[int(n) for n in totals[3:]],
+        answered=sum("forwards" in item[OWN_KEY] for item in items))
+
+
+def share(batches: Sequence[tuple[int, ...]], done: Mapping[int, Any], rank: int, world: int
+          ) -> list[list[int]]:
+    """This rank's batches: the batches with records left to decode (a batch is written
+    whole, so one is either done or not; an earlier output may have taken some of its
+    records), the j-th of them to rank j mod ``world``. A fresh run has every batch left, so
+    batch k goes to rank k mod ``world``, as without resume."""
+    left = [[i for i in batch if i not in done] for batch in batches]
+    left = [batch for batch in left if batch]
+    return left[rank::world]
+
+
+def _first_error(item: Mapping) -> str:
+    """The first failed record's error, with the record named."""
+    return f"record {item.get('id')!r}: {item['error']}"
 
 
 def _decode_shard(planner: Any, records: Sequence[Any], jobs: Mapping, batches: list,
@@ -190,4 +228,4 @@ def _merge(records: Sequence[Any], done: Mapping[int, dict], errors: Mapping[int
     return items
 
 
-__all__ = ["PredictSettings", "PredictSummary", "join_ranks", "run_predict"]
+__all__ = ["PredictSettings", "PredictSummary", "join_ranks", "run_predict", "share"]

@@ -6,6 +6,11 @@ run reads what is there. ``manifest.json`` says which input and settings the par
 to (the caller's description: here the records' digest and the decoding settings), so a
 resume never mixes answers of two inputs or two settings. Rank 0 merges the parts
 into the output in input order and then removes the folder.
+
+Everything read back is a user's file like any other (a folder can be edited, a part
+swapped for a FIFO or a symlink to ``/dev/zero``): the manifest and the parts go through
+``user_files``, and every item of a part must be a prediction item of this input
+(``predictions.item_problem``), or the run is refused in one sentence naming the file.
 """
 from __future__ import annotations
 
@@ -18,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from wamdiff2_core.atomic_files import write_atomic
+from wamdiff2_core.user_files import MAX_RECORDS_BYTES, read_json
 
-from .predictions import item_index, read_predictions
+from .predictions import ITEM_SCHEMA, item_index, item_problem, read_predictions
 
 MANIFEST = "manifest.json"
 FROM_OUTPUT = "from-output.json"      # the usable objects of an earlier output (resume)
@@ -61,10 +67,14 @@ class PartsStore:
 
     def _check_manifest(self) -> None:
         try:
-            found = json.loads((self.dir / MANIFEST).read_text())
-        except (OSError, ValueError):
-            raise ValueError(f"{self.dir} has no readable {MANIFEST}: it was not made by "
-                             f"wamdiff2 predict; remove it to start over") from None
+            found = read_json(self.dir / MANIFEST, "parts manifest")
+        except ValueError as exc:
+            raise ValueError(f"{self.dir} has no readable {MANIFEST} ({exc}): it was not "
+                             f"made by wamdiff2 predict; remove it to start over") from None
+        if not isinstance(found, dict):
+            raise ValueError(f"parts manifest {self.dir / MANIFEST} holds a JSON "
+                             f"{type(found).__name__}, not an object: it was not made by "
+                             f"wamdiff2 predict; remove that folder to start over")
         changed = sorted(k for k in set(found) | set(self.manifest)
                          if found.get(k) != self.manifest.get(k))
         if changed:
@@ -72,14 +82,14 @@ class PartsStore:
                              f"resume with the same ones, or remove that folder to start over")
 
     # -------------------------------------------------------------- every rank
-    def done(self) -> dict[int, dict]:
-        """The objects already written, by input index."""
+    def done(self, records: Sequence[Any]) -> dict[int, dict]:
+        """The objects already written, by input index. ValueError, one sentence naming the
+        file, for a part that cannot be read or holds anything but prediction items of
+        ``records``."""
         out = {}
         for path in sorted(self.dir.glob("*.json")):
-            if path.name == MANIFEST:
-                continue
-            for item in json.loads(path.read_text()):
-                out[item_index(item)] = item
+            if path.name != MANIFEST:
+                out.update((item_index(item), item) for item in read_part(path, records))
         return out
 
     def write(self, rank: int, items: Sequence[Mapping]) -> None:
@@ -93,6 +103,22 @@ class PartsStore:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def read_part(path: Path, records: Sequence[Any]) -> list[dict]:
+    """The items of one part file, each a prediction item of ``records``; ValueError, one
+    sentence naming the file, otherwise."""
+    items = read_json(path, "prediction part", max_bytes=MAX_RECORDS_BYTES)
+    if not isinstance(items, list):
+        raise ValueError(f"prediction part {path} holds a JSON {type(items).__name__}, not a "
+                         f"list of prediction items; remove that folder to start over")
+    for i, item in enumerate(items):
+        problem = item_problem(item, records)
+        if problem is not None:
+            raise ValueError(f"prediction part {path}: entry {i} is not a prediction item of "
+                             f"this input ({problem}; {ITEM_SCHEMA}); remove that folder to "
+                             f"start over")
+    return items
+
+
 def _matching(output: Path, records: Sequence[Any]) -> list[dict]:
     """The objects of an earlier output that belong to ``records``: this project's objects
     whose recorded position holds a record of the same id."""
@@ -100,13 +126,7 @@ def _matching(output: Path, records: Sequence[Any]) -> list[dict]:
         items = read_predictions(output)
     except ValueError:
         return []                                # not a predictions file: nothing to keep
-    kept = []
-    for item in items:
-        index = item_index(item)
-        if index is not None and 0 <= index < len(records) and isinstance(
-                records[index], Mapping) and records[index].get("id", index) == item["id"]:
-            kept.append(item)
-    return kept
+    return [item for item in items if item_problem(item, records) is None]
 
 
-__all__ = ["FROM_OUTPUT", "MANIFEST", "PartsStore", "parts_dir"]
+__all__ = ["FROM_OUTPUT", "MANIFEST", "PartsStore", "parts_dir", "read_part"]

@@ -20,6 +20,13 @@ from wamdiff2_core import tasks
 from wamdiff2_core.decoding.config import DecodeConfig
 from wamdiff2_core.types import Observation
 
+#: Characters of text one record may hold in all (every string of it: turns, question, id,
+#: image paths, keys), checked before anything is tokenized: a tokenizer handed hundreds of
+#: megabytes allocates gigabytes and can abort the process, taking every other record's
+#: answer with it. A prompt the model can read is a few thousand tokens; this is far above.
+MAX_RECORD_CHARS = 1_000_000
+
+
 @dataclass(frozen=True)
 class Ask:
     """What a planner is asked for one record (images apart)."""
@@ -36,10 +43,35 @@ class Ask:
         return self.decode, self.language
 
 
+def check_text(record: Any, limit: int = MAX_RECORD_CHARS) -> None:
+    """ValueError, one sentence naming the longest field, when the strings of ``record``
+    (keys included) hold more than ``limit`` characters in all. Nesting is bounded by the
+    file reader (``user_files``), so the walk is too."""
+    total, longest, where = 0, 0, ""
+    stack: list[tuple[str, Any]] = [("", record)]
+    while stack:
+        name, value = stack.pop()
+        if isinstance(value, str):
+            total += len(value)
+            if len(value) > longest:
+                longest, where = len(value), name or "the record"
+        elif isinstance(value, Mapping):
+            for key, inner in value.items():
+                total += len(key) if isinstance(key, str) else 0
+                stack.append((f"{name}.{key}" if name else str(key)[:40], inner))
+        elif isinstance(value, list):
+            stack.extend((f"{name}[{i}]", inner) for i, inner in enumerate(value))
+    if total > limit:
+        raise ValueError(f"the record holds {total:,} characters of text ({where}: "
+                         f"{longest:,}), more than the limit of {limit:,}; it is refused "
+                         f"before tokenization")
+
+
 def ask(planner: Any, record: Mapping) -> Ask:
     """The request for ``record`` (a conversation record). ValueError, one sentence, for a
-    record that cannot be asked (malformed, a planning prompt that is not the template, a
-    QA record without its question)."""
+    record that cannot be asked (too much text, malformed, a planning prompt that is not the
+    template, a QA record without its question)."""
+    check_text(record)
     prompt = tasks.record_prompt_and_answer(record)[0]
     task = record.get("task")
     if task == "planning":
@@ -83,4 +115,4 @@ def parsed(task: str | None, text: str, image_size: tuple[int, int] | None) -> d
     return {}
 
 
-__all__ = ["Ask", "ask", "parsed"]
+__all__ = ["Ask", "MAX_RECORD_CHARS", "ask", "check_text", "parsed"]
