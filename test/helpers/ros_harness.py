@@ -42,10 +42,12 @@ NODE = "/wamdiff2_planner"
 # Untrained-preset settings that keep one decode short on a 2-core CPU: one block of 32
 # tokens in 4 denoising steps. The params file stays the base; these are overrides. Tests
 # that send no odometry do not require it, and on a loaded machine no plan is cut short by
-# the plan timeout (odometry freshness and timeouts have tests of their own). Constraints
-# are off: a constrained plan needs 80 tokens, and these runs time the plumbing.
+# the plan timeout or the Path-gap watchdog (odometry freshness, timeouts and the watchdog
+# have tests of their own). Constraints are off: a constrained plan needs 80 tokens, and
+# these runs time the plumbing.
 FAST_TINY = {"checkpoint": "tiny", "decode.max_new_tokens": 32, "decode.steps_per_block": 4,
-             "decode.constrained": False, "max_odometry_age_s": 0.0, "plan_timeout_s": 0.0}
+             "decode.constrained": False, "max_odometry_age_s": 0.0, "plan_timeout_s": 0.0,
+             "max_path_gap_s": 0.0}
 
 
 def launch_env(domain: int) -> dict[str, str]:

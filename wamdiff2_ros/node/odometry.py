@@ -8,7 +8,9 @@ acceleration in the ground frame expressed in the body frame, centripetal part i
 the training data's (`World.ego_motion`). Non-finite, implausible (too fast, too large an
 acceleration) or slightly out-of-order messages are rejected and leave the last good state
 untouched; a stamp more than `RESET_JUMP_S` older than the last one means time started again
-(a bag loop, a simulator reset) and starts a fresh history.
+(a bag loop, a simulator reset) and starts a fresh history. A frame reads the motion at its
+own stamp (`motion_at`: interpolated between the samples around it), not the newest sample:
+the frame is the timing anchor of its plan.
 """
 from __future__ import annotations
 
@@ -94,6 +96,7 @@ class OdometryTracker:
         self._lock = threading.Lock()
         self._max_gap = max_accel_gap_s
         self._samples: deque[OdometrySample] = deque(maxlen=history)
+        self._motions: deque[EgoMotion] = deque(maxlen=history)    # one per sample
         self._motion = EgoMotion()
         self.resets = 0                       # histories dropped for a backwards jump of time
 
@@ -101,6 +104,7 @@ class OdometryTracker:
         """Forget every sample (cleanup, a jump of time): the next one starts afresh."""
         with self._lock:
             self._samples.clear()
+            self._motions.clear()
             self._motion = EgoMotion()
 
     def update(self, sample: OdometrySample, max_accel_mps2: float = math.inf) -> EgoMotion:
@@ -116,6 +120,7 @@ class OdometryTracker:
             last = self._samples[-1] if self._samples else None
             if last is not None and sample.stamp < last.stamp - RESET_JUMP_S:
                 self._samples.clear()
+                self._motions.clear()
                 self._motion, last = EgoMotion(), None
                 self.resets += 1
             if last is not None and sample.stamp < last.stamp:
@@ -138,12 +143,34 @@ class OdometryTracker:
                     raise BadInput("odometry_implausible", str(exc)) from None
             self._samples.append(sample)
             self._motion = EgoMotion(sample.velocity, accel, sample.stamp)
+            self._motions.append(self._motion)
             return self._motion
 
     def motion(self) -> EgoMotion:
         """The latest ego motion (zeros and stamp None before the first message)."""
         with self._lock:
             return self._motion
+
+    def motion_at(self, stamp: float) -> EgoMotion:
+        """The ego motion at `stamp` (a frame's): between two samples, the velocity
+        interpolated and the acceleration estimated over that interval, stamped `stamp`;
+        after the newest sample, the newest motion with its own stamp (so that its age
+        shows: `max_odometry_age_s`); before the oldest, the oldest. Zeros and stamp None
+        before the first message."""
+        with self._lock:
+            samples, motions = list(self._samples), list(self._motions)
+        if not samples:
+            return EgoMotion()
+        i = bisect.bisect_left([s.stamp for s in samples], stamp)
+        if i >= len(samples):
+            return motions[-1]
+        if i == 0:
+            return motions[0]
+        a, b = samples[i - 1], samples[i]
+        f = (stamp - a.stamp) / (b.stamp - a.stamp) if b.stamp > a.stamp else 1.0
+        velocity = (a.velocity[0] + f * (b.velocity[0] - a.velocity[0]),
+                    a.velocity[1] + f * (b.velocity[1] - a.velocity[1]))
+        return EgoMotion(velocity, motions[i].acceleration, stamp)
 
     def pose_at(self, stamp: float, tolerance_s: float) -> tuple[str, float, float, float]:
         """(frame_id, x, y, yaw) at `stamp`, interpolated between the samples around it.

@@ -212,6 +212,12 @@ PARAMS: tuple[ParamSpec, ...] = (
                                               "fallback (camera_late, or camera_missing when "
                                               "the camera has been silent input_timeout_s)",
               "live", float_range=(0.001, 10.0)),
+    ParamSpec("camera_sync_wait_s", 0.1, "With several cameras, how long a trigger image "
+                                         "waits after its arrival for the other cameras' "
+                                         "images near its stamp; it plans as soon as all are "
+                                         "there, else gets the fallback (camera_late or "
+                                         "camera_missing) when this has passed", "live",
+              float_range=(0.0, 10.0)),
     ParamSpec("camera_qos", "auto", "Camera subscription QoS, keep last 1. auto: reliable "
                                     "where every publisher of the topic offers reliable and "
                                     "the DDS setting is not the package's profile, else best "
@@ -225,10 +231,22 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("max_input_age_s", 1.0, "Drop frames older than this (node clock minus image "
                                       "stamp) when planning starts; 0: never", "live",
               float_range=(0.0, 3600.0)),
-    ParamSpec("plan_timeout_s", 3.0, "A plan not finished this long after it started is "
-                                     "replaced by the fallback (the late answer is dropped, "
-                                     "counted as plan_timeouts); 0: wait for it", "live",
+    ParamSpec("plan_timeout_s", 3.0, "A frame not planned this long after its image "
+                                     "arrived gets the fallback at once (counted as "
+                                     "plan_timeouts) and its decode is cancelled within one "
+                                     "forward pass; 0: wait for the plan", "live",
               float_range=(0.0, 600.0)),
+    ParamSpec("max_path_gap_s", 5.0, "Watchdog: when no Path has gone out for this long "
+                                     "while frames arrive, a fallback Path goes out and "
+                                     "/diagnostics turns ERROR naming the cause "
+                                     "(path_gaps); 0: no watchdog", "live",
+              float_range=(0.0, 3600.0)),
+    ParamSpec("question_timeout_s", 5.0, "A question not begun this long after it arrived "
+                                         "is refused with an empty answer "
+                                         "(question_timeout); questions run only while no "
+                                         "frame waits and the answer is expected to end "
+                                         "before the next frame", "live",
+              float_range=(0.01, 3600.0)),
     ParamSpec("max_future_s", 0.5, "Drop frames and odometry stamped more than this ahead of "
                                    "the node clock (counted); 0: no check", "live",
               float_range=(0.0, 3600.0)),
@@ -306,11 +324,14 @@ class NodeConfig:
     image_transport: str
     cameras: tuple[str, ...]
     camera_sync_tolerance_s: float
+    camera_sync_wait_s: float
     camera_qos: str
     odometry_qos: str
     max_planning_rate_hz: float
     max_input_age_s: float
     plan_timeout_s: float
+    max_path_gap_s: float
+    question_timeout_s: float
     max_future_s: float
     max_odometry_age_s: float
     max_speed_mps: float
@@ -331,8 +352,9 @@ class NodeConfig:
     diagnostics_period_s: float
 
 
-_FLOATS = ("camera_sync_tolerance_s", "max_planning_rate_hz", "max_input_age_s",
-           "plan_timeout_s", "max_future_s", "max_odometry_age_s", "max_speed_mps",
+_FLOATS = ("camera_sync_tolerance_s", "camera_sync_wait_s", "max_planning_rate_hz",
+           "max_input_age_s", "plan_timeout_s", "max_path_gap_s", "question_timeout_s",
+           "max_future_s", "max_odometry_age_s", "max_speed_mps",
            "max_accel_mps2", "input_timeout_s", "input_timeout_error_s", "fallback_max_age_s",
            "stop_decel_mps2", "log_throttle_s")
 _INTS = ("max_question_chars", "max_question_tokens", "max_command_chars", "max_image_pixels",

@@ -1,15 +1,17 @@
 """The `planner_node` executable: the `wamdiff2_planner` lifecycle node.
 
 The rclpy shape of ros2/demos' lifecycle talker: one node spun by the stock single-threaded
-executor. Its receiving callbacks convert a message and put it in the frame slot
-(`worker.py`); a worker thread takes each job, turns it into one outcome (`planning.py`) and
-publishes that once (`publishing.py`). configure = load the model and warm it up; activate =
-subscribe and start the worker. With the `autostart` parameter (default true) the node
-configures and activates itself. docs/design.md draws the path from camera to Path.
+executor. Its receiving callbacks convert a message and put it in the inbox (`worker.py`);
+the model lane (`scheduler.py`) takes each job by its policy (planning first), turns it into
+one outcome (`planning.py`) and publishes that once (`publishing.py`). Parameter changes that
+need a new planner are built and warmed off the callbacks (`rebuild.py`); a steady-clock
+watchdog publishes a fallback Path when Paths stop while frames arrive. configure = load the
+model and warm it up; activate = subscribe and start the lane. With the `autostart`
+parameter (default true) the node configures and activates itself. docs/design.md draws the
+path from camera to Path.
 """
 from __future__ import annotations
 
-import functools
 import os
 import signal
 import sys
@@ -35,15 +37,17 @@ from wamdiff2_ros.node.health import InputHealth
 from wamdiff2_ros.node.inputs import (CAMERA, ODOMETRY, accept_odometry, camera_image,
                                       guarded)
 from wamdiff2_ros.node.limits import check_command, check_question
-from wamdiff2_ros.node.logs import ThrottledLog
+from wamdiff2_ros.node.logs import ThrottledLog, clip as clip_text
 from wamdiff2_ros.node.odometry import OdometryTracker
 from wamdiff2_ros.node.overrides import check_override_types
 from wamdiff2_ros.node.planning import Planning
-from wamdiff2_ros.node.publishing import NodeOutputs, run_job
+from wamdiff2_ros.node.publishing import NodeOutputs
+from wamdiff2_ros.node.rebuild import PlannerBuilder
+from wamdiff2_ros.node.scheduler import Scheduler
 from wamdiff2_ros.node.signal_wake import SignalWake
 from wamdiff2_ros.node.topics import (COMMAND_TOPIC, DIAGNOSTICS_TOPIC, ODOMETRY_TOPIC,
                                       QUESTION_TOPIC, camera_topics)
-from wamdiff2_ros.node.worker import FrameSlot, PlanningWorker, Settings
+from wamdiff2_ros.node.worker import Inbox, Settings
 
 NODE_NAME = "wamdiff2_planner"
 CAMERA_QOS_CHECK_S = 1.0       # camera_qos auto: how often the camera publishers' QoS is read
@@ -61,12 +65,12 @@ class PlannerNode(LifecycleNode):
         self.finished = Future()       # done by the shutdown transition: main() returns
         self._planner = None           # wamdiff2_core.planner.Planner once configured
         self._command = self.config.default_command
-        self._staged: tuple[dict, params.NodeConfig, object] | None = None
+        self._staged: tuple[dict, params.NodeConfig, dict] | None = None
         self.stats, self.health = NodeStats(), InputHealth()
         self._log = ThrottledLog(self.get_logger(), lambda: self.config.log_throttle_s)
         self._odometry = OdometryTracker()
-        self._slot = FrameSlot()
-        self._worker: PlanningWorker | None = None
+        self._inbox = Inbox()
+        self._scheduler: Scheduler | None = None
         self._inputs: list = []                          # the active subscriptions
         self._input_topics: dict[str, str] = {}          # InputHealth name -> topic
         self.dds = dds.describe(os.environ)
@@ -77,11 +81,14 @@ class PlannerNode(LifecycleNode):
         self._outputs = NodeOutputs(self, self.stats, self._reporter, self._odometry,
                                     self.status_name())
         self._planning = Planning(self._odometry, self._now_s, self._log)
+        self._builder = PlannerBuilder(self._plan_busy, self._rebuilt, self._rebuild_failed)
         # Steady-clock timer: with use_sim_time it runs before the first /clock and at any
         # replay rate (a node's health is reported in real time).
         self._diag_timer = self.create_timer(self.config.diagnostics_period_s,
                                              self._reporter.report,
                                              clock=Clock(clock_type=ClockType.STEADY_TIME))
+        self._watchdog = self.create_timer(self._watchdog_period(self.config), self._watch,
+                                           clock=Clock(clock_type=ClockType.STEADY_TIME))
         self._jump = self.get_clock().create_jump_callback(
             JumpThreshold(min_forward=None, min_backward=Duration(seconds=-1.0),
                           on_clock_change=True), post_callback=self._time_jumped)
@@ -146,7 +153,7 @@ class PlannerNode(LifecycleNode):
         except BadInput as exc:
             self._reporter.problem(WARN, exc.kind, str(exc), bad_input=True)
             return
-        if self._slot.put_image(camera, image, self._settings()):
+        if self._inbox.put_image(camera, image, self._settings()):
             self.stats.count("dropped_frames")
 
     @guarded
@@ -182,11 +189,22 @@ class PlannerNode(LifecycleNode):
             self._reporter.problem(WARN, exc.kind, str(exc), bad_input=True)
             self._outputs.publish_refused_answer()
             return
-        if self._slot.put_question(question, self._settings()) is not None:
-            self.stats.count("questions_dropped")
+        dropped = self._inbox.put_question(question, self._settings())
+        if dropped is not None and self._scheduler is not None:
+            self._scheduler.refuse_dropped(dropped)
 
     def _worker_crashed(self, exc: BaseException) -> None:
         self._reporter.problem(ERROR, "model_errors", f"planning thread: {exc!r}")
+
+    @staticmethod
+    def _watchdog_period(cfg: params.NodeConfig) -> float:
+        """A quarter of max_path_gap_s (a gap is seen within 1.25 of it); 1 s when off."""
+        return cfg.max_path_gap_s / 4 if cfg.max_path_gap_s > 0 else 1.0
+
+    def _watch(self) -> None:
+        """The watchdog timer (steady clock): see Scheduler.watchdog."""
+        if self._scheduler is not None and self.stats.state == "active":
+            self._scheduler.watchdog(self.config.max_path_gap_s)
 
     # ------------------------------------------------------------ lifecycle
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -238,10 +256,10 @@ class PlannerNode(LifecycleNode):
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         result = super().on_activate(state)            # enable the publishers first
         self._subscribe()
-        self._slot.clear()
-        self._worker = PlanningWorker(self._slot, functools.partial(
-            run_job, planning=self._planning, outputs=self._outputs), self._worker_crashed)
-        self._worker.start()
+        self._inbox.clear()
+        self._scheduler = Scheduler(self._inbox, self._planning, self._outputs,
+                                    self._worker_crashed)
+        self._scheduler.start()
         self.health.start()
         self.stats.state = "active"
         self.get_logger().info("ready: planning on " + ", ".join(self._input_topics.values()))
@@ -277,8 +295,8 @@ class PlannerNode(LifecycleNode):
     def close(self) -> None:
         """Stop planning and release the model; safe to call more than once."""
         self._stop_io()
-        if not self._planning.close():
-            self.get_logger().warning("the model's thread is still in a plan after 60 s; "
+        if not self._builder.close():
+            self.get_logger().warning("the planner rebuild is still warming up after 60 s; "
                                       "leaving it behind")
         self._planner = None
 
@@ -287,10 +305,11 @@ class PlannerNode(LifecycleNode):
         for subscription in self._inputs:
             self.destroy_subscription(subscription)
         self._inputs, self._input_topics = [], {}
-        if self._worker is not None:
-            if not self._worker.stop(timeout=60.0):
-                self.get_logger().warning("planning thread still busy; leaving it behind")
-            self._worker = None
+        if self._scheduler is not None:
+            if not self._scheduler.stop(timeout=60.0):
+                self.get_logger().warning("the model's thread is still in a forward pass "
+                                          "after 60 s; leaving it behind")
+            self._scheduler = None
 
     # ------------------------------------------------------------ inputs
     def _subscribe(self) -> None:
@@ -371,7 +390,8 @@ class PlannerNode(LifecycleNode):
 
     # ------------------------------------------------------------ parameters
     def _validate_parameters(self, changes: list) -> SetParametersResult:
-        """Accept a change only if it applies whole: validated, and re-warmed if it must be."""
+        """Accept a change that validates (nothing slow here: a new planner is built and
+        warmed after, off the callbacks; see `_apply_parameters`)."""
         values = dict(self._values)
         values.update({p.name: p.value for p in changes})
         try:
@@ -385,37 +405,52 @@ class PlannerNode(LifecycleNode):
             return SetParametersResult(successful=False, reason=(
                 f"{', '.join(frozen)} can only change while the node is unconfigured (it is "
                 f"{state}): deactivate and clean up, set it, then configure again"))
-        planner = None
-        if "decode" in changed and self._planner is not None:
-            try:
-                planner = self._planner.reconfigure(cfg.decode, backend=cfg.backend,
-                                                    plan_decode=cfg.plan_decode,
-                                                    plan_max_speed=cfg.plan_max_speed,
-                                                    candidates=cfg.candidates,
-                                                    scorer_weights=cfg.scorer_weights)
-                planner.warmup()
-            except Exception as exc:  # noqa: BLE001 - rejected, the old planner stays
-                return SetParametersResult(successful=False, reason=(
-                    f"{', '.join(changed['decode'])}: the planner could not be rebuilt "
-                    f"({type(exc).__name__}: {exc}); keeping "
-                    f"{self._planner.decode_summary()}, backend {self.config.backend}"))
-        self._staged = (values, cfg, planner)
+        self._staged = (values, cfg, changed)
         return SetParametersResult(successful=True)
 
     def _apply_parameters(self, changes: list) -> None:
+        """Live values apply to the next job; a decode change builds the next planner on
+        the builder's thread (the current one plans until the new one is warm)."""
         if self._staged is None:
             return
-        values, cfg, planner = self._staged
+        values, cfg, changed = self._staged
         self._staged = None
         self._values, self.config = values, cfg
-        note = ""
-        if planner is not None:
-            self._planner = planner
-            note = f"; decoding with {planner.decode_summary()}"
         self._diag_timer.timer_period_ns = int(cfg.diagnostics_period_s * 1e9)
-        self.get_logger().info("parameters set: " + ", ".join(
-            f"{p.name}={p.value!r}" for p in changes) + note)
+        self._watchdog.timer_period_ns = int(self._watchdog_period(cfg) * 1e9)
+        set_text = ", ".join(f"{p.name}={p.value!r}" for p in changes)
+        if "decode" in changed and self._planner is not None:
+            current = self._planner
+            self._builder.request(lambda: current.reconfigure(
+                cfg.decode, backend=cfg.backend, plan_decode=cfg.plan_decode,
+                plan_max_speed=cfg.plan_max_speed, candidates=cfg.candidates,
+                scorer_weights=cfg.scorer_weights), ", ".join(changed["decode"]))
+            set_text += "; building and warming the planner for it (applied when warm)"
+        self.get_logger().info("parameters set: " + set_text)
 
+    def _plan_busy(self) -> bool:
+        scheduler = self._scheduler
+        return scheduler is not None and scheduler.plan_busy()
+
+    def _rebuilt(self, planner, what: str) -> None:
+        """The builder's planner is warm: later jobs get it."""
+        if self._planner is None:                # cleaned up meanwhile: nothing to swap
+            return
+        self._planner = planner
+        self.get_logger().info(f"{what}: new planner warm and in use; decoding with "
+                               f"{planner.decode_summary()}")
+
+    def _rebuild_failed(self, what: str, exc: BaseException) -> None:
+        planner = self._planner
+        keeping = planner.decode_summary() if planner is not None else "no planner"
+        self._reporter.problem(ERROR, "rebuild_failures", (
+            f"{what}: the planner could not be rebuilt ({type(exc).__name__}: "
+            f"{clip_text(str(exc), 200)}); keeping {keeping}"))
+
+    def wait_rebuilt(self, timeout: float = 300.0) -> bool:
+        """Until no planner rebuild is pending (tests, tools); True if none within
+        `timeout`."""
+        return self._builder.idle(timeout)
 
 def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt

@@ -1,26 +1,26 @@
 """The planning path: one job in, one outcome out, never an exception, never a publish.
 
-`Planning.plan(job)` turns a frame into a `PlanOutcome`: the model's plan, or the fallback
-(`fallback.py`) with the reason the model's plan is missing (`camera_missing`,
+`Planning.plan(job, cancel)` turns a frame into a `PlanOutcome`: the model's plan, or the
+fallback (`fallback.py`) with the reason the model's plan is missing (`camera_missing`,
 `camera_late`: a camera without an image for the frame, named; `parse_failures`,
 `model_errors`, `plan_timeouts`, `odometry_stale`), or a refusal that publishes no Path
-(`stale_frames`). `answer(job)` turns a question into an `AnswerOutcome`.
-The node's worker publishes each outcome once (`publishing.py`).
+(`stale_frames`: checked right before the model runs). The frame's ego motion is the
+odometry at the image's stamp (`OdometryTracker.motion_at`). `answer(job, cancel)` turns a
+question into an `AnswerOutcome`, `detect(job, cancel)` a frame into its detections.
 
-The model runs on a thread of its own (`ModelThread`), so that a plan past `plan_timeout_s`
-becomes the `plan_timeouts` outcome at its deadline while the model finishes; its late answer
-is dropped, and the next job waits for it.
+These run on the scheduler's model lane (`scheduler.py`), which publishes each outcome once
+(`publishing.py`); `cancel` (a threading.Event) stops the decode before its next forward
+pass (`wamdiff2_core.decoding.cancel`), and a cancelled job's outcome is never published.
 """
 from __future__ import annotations
 
-import queue
 import threading
 import time
 import traceback
-from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from wamdiff2_core.decoding import DecodeCancelled
 from wamdiff2_core.decoding.config import DecodeStats
 from wamdiff2_core.tasks import AnswerParseError
 from wamdiff2_core.types import Observation, PromptTooLong
@@ -63,84 +63,32 @@ class PlanOutcome:
 @dataclass(frozen=True)
 class AnswerOutcome:
     """What became of one question: the answer to publish (non-blank when answered) and the
-    counter of its outcome (`questions_answered`, `questions_refused`, `answer_failures`)."""
+    counter of its outcome (`questions_answered`, `questions_refused`, `answer_failures`);
+    `cancelled`: its decode was stopped (the scheduler refuses it with its own reason)."""
 
     text: str
     counter: str
     level: bytes = OK
     kind: str = ""               # the problem's counter, e.g. question_too_long
     message: str = ""
-
-
-class ModelThread:
-    """The one thread that runs the planner; a call can be waited for with a timeout.
-
-    A daemon thread, but `close` waits for a plan still running past its deadline: a process
-    that exits while the thread is inside torch aborts ("terminate called without an active
-    exception", exit -6) instead of ending cleanly."""
-
-    def __init__(self):
-        self._calls: queue.SimpleQueue = queue.SimpleQueue()
-        self._late: Future | None = None
-        self._thread = threading.Thread(target=self._run, name="wamdiff2-model", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while True:
-            call = self._calls.get()
-            if call is None:
-                return
-            future, fn, args = call
-            if future.set_running_or_notify_cancel():
-                try:
-                    future.set_result(fn(*args))
-                except BaseException as exc:  # noqa: BLE001 - handed to the caller
-                    future.set_exception(exc)
-
-    def call(self, fn: Callable[..., Any], *args, timeout_s: float | None = None) -> Any:
-        """`fn(*args)` on the model thread: its result or its exception; TimeoutError after
-        `timeout_s` (None: no limit) of running, the call then left to finish. A call that
-        is still running when the next comes is waited for first."""
-        if self._late is not None:
-            self._late.exception()           # the late answer is dropped, not raised
-            self._late = None
-        future: Future = Future()
-        self._calls.put((future, fn, args))
-        try:
-            return future.result(timeout_s)
-        except TimeoutError:
-            if future.done():                # fn raised TimeoutError itself
-                raise RuntimeError(f"the model raised {future.exception()!r}") from None
-            self._late = future
-            raise
-
-    def close(self, timeout_s: float = 60.0) -> bool:
-        """End the thread after the call it runs (if any), waiting up to `timeout_s`; True
-        once it has ended."""
-        self._calls.put(None)
-        self._thread.join(timeout_s)
-        return not self._thread.is_alive()
+    cancelled: bool = False
 
 
 class Planning:
-    """The planning path of one node: odometry read, last plan kept, the model's thread."""
+    """The planning path of one node: odometry read, last plan kept. Its methods run the
+    model on the calling thread (the scheduler's lane)."""
 
     def __init__(self, odometry: OdometryTracker, now_s: Callable[[], float], log):
-        self._odometry, self._now_s, self._log = odometry, now_s, log
+        self._odometry, self._now_s, self.log = odometry, now_s, log
         self.last_plan = LastPlan()
-        self._model = ModelThread()
-
-    def close(self) -> bool:
-        """Stop the model's thread (see ModelThread.close); True once it has ended."""
-        return self._model.close()
 
     # ------------------------------------------------------------------ frames
-    def plan(self, job: FrameJob) -> PlanOutcome:
+    def plan(self, job: FrameJob, cancel: threading.Event | None = None) -> PlanOutcome:
         """The outcome of planning `job`'s frame (see the module docstring)."""
         refusal = self.refusal(job)
         if refusal is not None:
             return refusal
-        motion = self._odometry.motion()
+        motion = self._odometry.motion_at(job.frame.stamp)
         if job.gaps:
             kind, detail = describe_gaps(job.gaps)
             return self._fallback(job, motion, kind, f"frame {job.frame.stamp:.3f}: {detail}; "
@@ -149,7 +97,7 @@ class Planning:
         if stale is not None:
             return self._fallback(job, motion, "odometry_stale", f"{stale}; fallback "
                                   "published", WARN)
-        return self._ask_model(job, motion)
+        return self._ask_model(job, motion, cancel)
 
     def refusal(self, job: FrameJob) -> PlanOutcome | None:
         """The outcome of a frame that is not worked on at all (too old), or None."""
@@ -173,33 +121,43 @@ class Planning:
                     f"(max_odometry_age_s {limit:g})")
         return None
 
-    def _ask_model(self, job: FrameJob, motion: EgoMotion) -> PlanOutcome:
+    def timed_out(self, job: FrameJob, cancelled: bool = True) -> PlanOutcome:
+        """The fallback of a frame not planned within `plan_timeout_s` of its arrival."""
+        timeout = job.settings.config.plan_timeout_s
+        return self._fallback(job, self._odometry.motion_at(job.frame.stamp), "plan_timeouts",
+                              f"frame {job.frame.stamp:.3f} not planned within plan_timeout_s "
+                              f"{timeout:g} of its arrival; fallback published"
+                              + ("; its decode cancelled" if cancelled else ""), ERROR,
+                              ms=(time.monotonic() - job.frame.received) * 1e3, ran=False)
+
+    def fallback(self, job: FrameJob, failure: str, message: str, level: bytes) -> PlanOutcome:
+        """The fallback outcome of `job` for a reason of the caller's (the watchdog's)."""
+        return self._fallback(job, self._odometry.motion_at(job.frame.stamp), failure,
+                              message, level)
+
+    def _ask_model(self, job: FrameJob, motion: EgoMotion,
+                   cancel: threading.Event | None) -> PlanOutcome:
         frame, settings = job.frame, job.settings
-        timeout = settings.config.plan_timeout_s
         obs = Observation(images=list(frame.images), command=settings.command,
                           velocity=motion.velocity, acceleration=motion.acceleration,
                           stamp=frame.stamp)
         start = time.monotonic()
         try:
-            result = self._model.call(settings.planner.plan, obs, timeout_s=timeout or None)
-        except TimeoutError:
-            return self._fallback(job, motion, "plan_timeouts", f"frame {frame.stamp:.3f} not "
-                                  f"planned within plan_timeout_s {timeout:g}; fallback "
-                                  "published", ERROR, ms=(time.monotonic() - start) * 1e3,
-                                  ran=False)
+            result = settings.planner.plan(obs, cancel=cancel)
+        except DecodeCancelled:
+            return self.timed_out(job)
         except AnswerParseError as exc:
             return self._fallback(job, motion, "parse_failures", f"planning answer for frame "
                                   f"{frame.stamp:.9f} did not parse: {clip(exc.reason, 200)}",
                                   ERROR, ms=(time.monotonic() - start) * 1e3,
                                   stats=getattr(exc, "stats", None), text=exc.raw_text or "")
         except Exception as exc:  # noqa: BLE001 - a model failure costs this frame's plan only
-            self._log.debug(traceback.format_exc())
+            self.log.debug(traceback.format_exc())
             return self._fallback(job, motion, "model_errors", f"planning frame "
                                   f"{frame.stamp:.9f} raised {type(exc).__name__}: "
                                   f"{clip(str(exc), 200)}", ERROR,
                                   ms=(time.monotonic() - start) * 1e3)
-        plan = Plan(frame.stamp, result.waypoints)
-        self.last_plan.remember(plan)
+        plan = Plan(frame.stamp, result.waypoints)        # remembered once published
         return PlanOutcome(job, plan, motion=motion, parsed=True,
                            ms=(time.monotonic() - start) * 1e3, stats=result.stats,
                            text=result.text, planner_ms=result.stats.total_ms,
@@ -217,15 +175,21 @@ class Planning:
                            stats=stats, text=text, planner_ms=ms if ms and ran else None,
                            detail=detail)
 
-    def detect(self, job: FrameJob) -> tuple[list, str | None, str]:
+    def detect(self, job: FrameJob, cancel: threading.Event | None = None
+               ) -> tuple[list, str | None, str]:
         """The frame's detections, and (when they failed: the empty list) the counter and
-        the reason; a frame lacking a camera has none, its gap already reported)."""
+        the reason; a frame lacking a camera has none, its gap already reported); a
+        cancelled detection (the next frame needs the model) is `detections_cancelled`."""
         frame = job.frame
         if job.gaps:
             return [], None, ""
         try:
-            return self._model.call(job.settings.planner.detect, list(frame.images)
-                                    ).detections, None, ""
+            return job.settings.planner.detect(list(frame.images), cancel=cancel
+                                               ).detections, None, ""
+        except DecodeCancelled:
+            return [], "detections_cancelled", (f"detection on frame {frame.stamp:.3f} "
+                                                "cancelled: the next frame needed the model; "
+                                                "an empty Detection2DArray published")
         except AnswerParseError as exc:
             return [], "parse_failures", (f"detection answer for frame {frame.stamp:.9f} did "
                                           f"not parse: {clip(exc.reason, 200)}; an empty "
@@ -236,7 +200,8 @@ class Planning:
                                         "empty Detection2DArray published")
 
     # --------------------------------------------------------------- questions
-    def answer(self, job: QuestionJob) -> AnswerOutcome:
+    def answer(self, job: QuestionJob, cancel: threading.Event | None = None
+               ) -> AnswerOutcome:
         """The outcome of answering `job`'s question on its frame."""
         question, echo = job.question, job.settings.config.max_echo_chars
         if job.gaps:
@@ -244,8 +209,12 @@ class Planning:
             return AnswerOutcome("", "questions_refused", WARN, kind,
                                  f"question {clip(question, echo)} refused: {detail}")
         try:
-            text = self._model.call(job.settings.planner.answer, list(job.frame.images),
-                                    question).text
+            text = job.settings.planner.answer(list(job.frame.images), question,
+                                               cancel=cancel).text
+        except DecodeCancelled:
+            return AnswerOutcome("", "questions_refused", WARN, "question_preempted",
+                                 f"question {clip(question, echo)} refused: a frame needed "
+                                 "the model (planning comes first)", cancelled=True)
         except PromptTooLong as exc:
             return AnswerOutcome("", "questions_refused", WARN, "question_too_long",
                                  f"question {clip(question, echo)} refused: {exc}")

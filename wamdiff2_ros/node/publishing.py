@@ -4,7 +4,8 @@
 the node is active) and turns a `PlanOutcome` into the Path, its status, the frame's stats,
 the processing time and, last, the markers; an `AnswerOutcome` into the answer. Every
 problem an outcome carries is counted, logged and reported on /diagnostics at once through
-the `Reporter`.
+the `Reporter`. It decides nothing: the scheduler (`scheduler.py`) says what goes out, once
+per job.
 """
 from __future__ import annotations
 
@@ -20,16 +21,16 @@ from wamdiff2_core.decoding.config import DecodeStats
 from wamdiff2_ros.node import candidates as candidate_msgs
 from wamdiff2_ros.node import outputs
 from wamdiff2_ros.node.bad_input import BadInput
-from wamdiff2_ros.node.diagnostics import ERROR, WARN, NodeStats, Reporter
+from wamdiff2_ros.node.diagnostics import WARN, NodeStats, Reporter
 from wamdiff2_ros.node.fallback import MODEL
 from wamdiff2_ros.node.odometry import OdometryTracker
-from wamdiff2_ros.node.planning import AnswerOutcome, Planning, PlanOutcome
+from wamdiff2_ros.node.planning import AnswerOutcome, PlanOutcome
 from wamdiff2_ros.node.qos import OUTPUT_QOS
 from wamdiff2_ros.node.topics import (ANSWER_TOPIC, CANDIDATE_MARKERS_TOPIC,
                                       CANDIDATES_TOPIC, DETECTIONS_TOPIC, MARKERS_TOPIC,
                                       PATH_TOPIC, PROCESSING_TIME_TOPIC, STATS_TOPIC,
                                       STATUS_TOPIC)
-from wamdiff2_ros.node.worker import Frame, FrameJob, QuestionJob
+from wamdiff2_ros.node.worker import Frame, FrameJob
 
 
 def status_marker(frame_id: str, stamp, text: str, ok: bool) -> Marker:
@@ -55,6 +56,7 @@ class NodeOutputs:
                  status_name: str):
         self._stats, self.reporter, self._odometry = stats, reporter, odometry
         self._name = status_name
+        self.last_path_at: float | None = None       # time.monotonic() of the last Path
 
         def publisher(msg_type, topic):
             return node.create_lifecycle_publisher(msg_type, topic, OUTPUT_QOS)
@@ -87,6 +89,7 @@ class NodeOutputs:
             self._stats.count(f"fallback_{plan.source}")
         path = self._path_msg(outcome)
         self._path.publish(path)
+        self.last_path_at = time.monotonic()
         cset = outcome.candidates if plan.source == MODEL else None
         self._status.publish(outputs.plan_status_msg(
             frame.header.stamp, self._name, plan.source, outcome.failure, command, plan.age_s,
@@ -174,28 +177,3 @@ class NodeOutputs:
             self.reporter.problem(outcome.level, outcome.kind, outcome.message)
         self._answer.publish(String(data=outcome.text))
 
-
-def run_job(job: FrameJob | QuestionJob, planning: Planning, outputs: NodeOutputs) -> None:
-    """One job of the worker thread: a question's answer, or a frame's outcome published
-    once (the markers last, after detection)."""
-    if isinstance(job, QuestionJob):
-        outputs.publish_answer(planning.answer(job))
-        return
-    config = job.settings.config
-    if "planning" in config.tasks:
-        outcome = planning.plan(job)
-    else:
-        outcome = planning.refusal(job)
-        if outcome is None:
-            markers = [status_marker(config.output_frame, job.frame.header.stamp,
-                                     "no planning task", True)]
-    if outcome is not None:
-        markers = outputs.publish_plan(outcome)
-        if outcome.refused:
-            return
-    detections = None
-    if "detection" in config.tasks:
-        detections, failure, message = planning.detect(job)
-        if failure:
-            outputs.reporter.problem(ERROR, failure, message)
-    outputs.publish_markers(job, markers, detections)

@@ -1,22 +1,26 @@
-"""Planning off the receiving callbacks: the frame slot, and the thread that drains it.
+"""What waits for the model: the jobs, and the inbox the receiving callbacks fill.
 
-Receiving callbacks only convert and `put`; the worker thread plans. The slot keeps each
-camera's last few images; a trigger-camera image that arrives while another waits replaces
-it (counted as dropped), so nothing queues and every plan starts from the newest frame there
-is. The other cameras' images are gathered to the trigger's stamp when a frame is taken
-(`gather`: each camera's image nearest that stamp, within `camera_sync_tolerance_s`; a
-camera without one is a named gap, `camera_late` or `camera_missing`). Questions wait in a
-short queue of their own and are answered on the latest frame. Every job carries the
-settings in force when it arrived (`Settings`).
+Receiving callbacks only convert and `put`; the scheduler (`scheduler.py`) takes jobs. The
+inbox keeps each camera's last few images; a trigger-camera image that arrives while another
+waits replaces it (counted as dropped), so nothing queues and every plan starts from the
+newest frame there is. A trigger image waits for the other cameras (`Inbox.ready_frame`):
+it becomes a frame job as soon as every other camera has an image within
+`camera_sync_tolerance_s` of its stamp, or one stamped past that (none nearer will come), or
+when `camera_sync_wait_s` after its arrival has passed; the images are then gathered to its
+stamp (`gather`: each camera's image nearest that stamp; a camera without one is a named gap,
+`camera_late` or `camera_missing`). Arrival order does not matter, only stamps do.
+Questions wait in a short queue of their own, each with its arrival time, and are answered
+on the latest frame. Every job carries the settings in force when it arrived (`Settings`).
 """
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -78,6 +82,21 @@ class QuestionJob:
     frame: Frame
     gaps: tuple[CameraGap, ...]
     settings: Settings
+    received: float = 0.0             # time.monotonic() when the question arrived
+
+
+@dataclass(frozen=True)
+class Question:
+    """A question waiting for the model."""
+
+    text: str
+    settings: Settings
+    received: float                   # time.monotonic() on arrival
+
+    @property
+    def deadline(self) -> float:
+        """When it is refused if not begun (`question_timeout_s` after arrival)."""
+        return self.received + self.settings.config.question_timeout_s
 
 
 def describe_gaps(gaps: Sequence[CameraGap]) -> tuple[str, str]:
@@ -128,111 +147,123 @@ def gather_images(trigger: CameraImage, others: dict[int, Sequence[CameraImage]]
     return Frame(tuple(images), trigger.header, trigger.stamp, trigger.received), tuple(gaps)
 
 
-class FrameSlot:
+def synced(trigger: CameraImage, others: dict[int, Sequence[CameraImage]],
+           config: NodeConfig) -> bool:
+    """Whether waiting longer cannot improve `trigger`'s frame: every other camera has an
+    image within `camera_sync_tolerance_s` of its stamp, or one stamped later than that."""
+    tolerance = config.camera_sync_tolerance_s
+    for index in range(1, len(config.cameras)):
+        if not any(im.stamp >= trigger.stamp - tolerance for im in others.get(index, ())):
+            return False
+    return True
+
+
+class Inbox:
     """The newest unplanned trigger image, each camera's last `HISTORY` images, pending
-    questions."""
+    questions, and the trigger camera's arrival times (its period).
+
+    Thread-safe; the scheduler waits on `cond` and reads with it held."""
 
     def __init__(self, max_questions: int = 8):
-        self._cond = threading.Condition()
+        self.cond = threading.Condition()
         self._pending: tuple[CameraImage, Settings] | None = None
         self._images: dict[int, deque[CameraImage]] = {}  # camera -> its last images
-        self._questions: deque[tuple[str, Settings]] = deque(maxlen=max_questions)
-        self._closed = False
+        self._arrivals: deque[float] = deque(maxlen=9)    # trigger arrivals (monotonic)
+        self.questions: deque[Question] = deque(maxlen=max_questions)
+        self.closed = False
 
     def put_image(self, camera: int, image: CameraImage, settings: Settings) -> bool:
         """Offer camera `camera`'s image (0 triggers planning); True when it replaced an
         unplanned trigger image (now dropped)."""
-        with self._cond:
+        with self.cond:
             self._images.setdefault(camera, deque(maxlen=HISTORY)).append(image)
-            if camera != 0:
-                return False
-            replaced = self._pending is not None
-            self._pending = (image, settings)
-            self._cond.notify_all()
+            replaced = False
+            if camera == 0:
+                replaced = self._pending is not None
+                self._pending = (image, settings)
+                self._arrivals.append(image.received)
+            self.cond.notify_all()
         return replaced
 
-    def put_question(self, question: str, settings: Settings) -> str | None:
+    def put_question(self, question: str, settings: Settings) -> Question | None:
         """Queue a question; returns the oldest one if the queue was full (now dropped)."""
-        with self._cond:
-            full = len(self._questions) == self._questions.maxlen
-            dropped = self._questions[0][0] if full else None
-            self._questions.append((question, settings))
-            self._cond.notify_all()
+        with self.cond:
+            full = len(self.questions) == self.questions.maxlen
+            dropped = self.questions[0] if full else None
+            self.questions.append(Question(question, settings, time.monotonic()))
+            self.cond.notify_all()
         return dropped
 
-    def take(self, frames_not_before: float, timeout: float) -> FrameJob | QuestionJob | None:
-        """The next job: a question first (on the newest frame, once an image of the
-        trigger camera has arrived), else the pending frame from monotonic time
-        `frames_not_before` on (the planning rate limit). None after `timeout` seconds with
-        nothing to do, or once closed."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while not self._closed:
-                now = time.monotonic()
-                others = {k: tuple(v) for k, v in self._images.items() if k != 0}
-                if self._questions and self._images.get(0):
-                    question, settings = self._questions.popleft()
-                    frame, gaps = gather(self._images[0][-1], others, settings.config)
-                    return QuestionJob(question, frame, gaps, settings)
-                if self._pending is not None and now >= frames_not_before:
-                    (trigger, settings), self._pending = self._pending, None
-                    frame, gaps = gather(trigger, others, settings.config)
-                    return FrameJob(frame, gaps, settings)
-                if now >= deadline:
-                    return None
-                wake = deadline if self._pending is None else min(deadline, frames_not_before)
-                self._cond.wait(max(0.0, wake - now))
-        return None
+    # ---------------------------------------------------- read with `cond` held
+    def frame_pending(self) -> bool:
+        """A trigger image waits (for the model, or for the other cameras)."""
+        return self._pending is not None
 
+    def ready_frame(self, now: float, take: bool = True, force: bool = False
+                    ) -> FrameJob | None:
+        """The pending frame once its cameras are in sync or its wait is over (`force`:
+        now, as it is), taken unless `take` is False."""
+        if self._pending is None:
+            return None
+        trigger, settings = self._pending
+        others = self._others()
+        if not force and not synced(trigger, others, settings.config) and \
+                now < trigger.received + settings.config.camera_sync_wait_s:
+            return None
+        if take:
+            self._pending = None
+        frame, gaps = gather(trigger, others, settings.config)
+        return FrameJob(frame, gaps, settings)
+
+    def latest_frame(self, settings: Settings) -> FrameJob | None:
+        """The newest trigger image's frame, planned before or not (the watchdog's)."""
+        latest = self.latest()
+        if latest is None:
+            return None
+        frame, gaps = gather(latest, self._others(), settings.config)
+        return FrameJob(frame, gaps, settings)
+
+    def sync_ends(self) -> float | None:
+        """When the pending frame stops waiting for the other cameras (None: none)."""
+        if self._pending is None:
+            return None
+        trigger, settings = self._pending
+        return trigger.received + settings.config.camera_sync_wait_s
+
+    def latest(self) -> CameraImage | None:
+        """The newest trigger image (planned or not)."""
+        images = self._images.get(0)
+        return images[-1] if images else None
+
+    def question_job(self, question: Question) -> QuestionJob:
+        """`question` on the newest frame (there must be one: `latest`)."""
+        frame, gaps = gather(self.latest(), self._others(), question.settings.config)
+        return QuestionJob(question.text, frame, gaps, question.settings, question.received)
+
+    def period_s(self) -> float | None:
+        """The trigger camera's period: the median of its last arrival intervals."""
+        times = list(self._arrivals)
+        if len(times) < 3:
+            return None
+        return statistics.median(b - a for a, b in zip(times, times[1:]))
+
+    def last_arrival(self) -> float | None:
+        return self._arrivals[-1] if self._arrivals else None
+
+    def _others(self) -> dict[int, tuple[CameraImage, ...]]:
+        return {k: tuple(v) for k, v in self._images.items() if k != 0}
+
+    # ---------------------------------------------------- lifecycle
     def clear(self) -> None:
-        """Forget every image and question (deactivate); `take` works again after."""
-        with self._cond:
-            self._pending, self._closed = None, False
+        """Forget every image and question (deactivate); the inbox works again after."""
+        with self.cond:
+            self._pending, self.closed = None, False
             self._images.clear()
-            self._questions.clear()
+            self._arrivals.clear()
+            self.questions.clear()
 
     def close(self) -> None:
-        """Wake every waiter; `take` returns None until `clear`."""
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
-
-
-class PlanningWorker:
-    """A thread that takes jobs from a FrameSlot and hands them to `run_job`.
-
-    `run_job` must not raise; if it does anyway, `on_crash` is told and the loop goes on:
-    the worker outlives any single job. A frame job starts the planning-rate wait
-    (`max_planning_rate_hz` of its settings).
-    """
-
-    def __init__(self, slot: FrameSlot, run_job: Callable[[FrameJob | QuestionJob], None],
-                 on_crash: Callable[[BaseException], None]):
-        self._slot, self._run_job, self._on_crash = slot, run_job, on_crash
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="wamdiff2-planner",
-                                        daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self, timeout: float = 30.0) -> bool:
-        """Ask the loop to end after the current job; True if it ended within `timeout`."""
-        self._stop.set()
-        self._slot.close()
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
-
-    def _run(self) -> None:
-        next_frame_at = 0.0
-        while not self._stop.is_set():
-            job = self._slot.take(next_frame_at, timeout=0.5)
-            if job is None:
-                continue
-            if isinstance(job, FrameJob):
-                rate = job.settings.config.max_planning_rate_hz
-                next_frame_at = time.monotonic() + (1.0 / rate if rate > 0 else 0.0)
-            try:
-                self._run_job(job)
-            except Exception as exc:  # noqa: BLE001 - the worker must survive any job
-                self._on_crash(exc)
+        """Wake every waiter: the scheduler's lane ends."""
+        with self.cond:
+            self.closed = True
+            self.cond.notify_all()

@@ -35,6 +35,26 @@ def test_velocity_from_twist_and_acceleration_from_successive_messages():
     assert motion.stamp == pytest.approx(10.5)
 
 
+def test_a_frame_reads_the_motion_at_its_own_stamp():
+    """The frame is the timing anchor: between two samples the velocity is interpolated
+    and the acceleration is that interval's, stamped with the frame; after the newest
+    sample, the newest motion with its own stamp (its age shows); before the oldest, the
+    oldest; nothing yet: zeros, stamp None."""
+    tracker = OdometryTracker()
+    assert tracker.motion_at(5.0).stamp is None
+    for t, vx in ((10.0, 4.0), (10.5, 6.0), (11.0, 6.0)):
+        tracker.update(sample_from_msg(_odom(t, vx=vx)))
+    between = tracker.motion_at(10.25)
+    assert between.velocity == pytest.approx((5.0, 0.0)) and between.stamp == 10.25
+    assert between.acceleration == pytest.approx((4.0, 0.0))           # 10.0 -> 10.5
+    assert tracker.motion_at(10.75).acceleration == pytest.approx((0.0, 0.0))
+    assert tracker.motion_at(10.5).velocity == pytest.approx((6.0, 0.0))
+    after = tracker.motion_at(11.4)
+    assert after.stamp == pytest.approx(11.0) and after == tracker.motion()
+    assert tracker.motion_at(9.0).velocity == (4.0, 0.0)
+    assert tracker.motion() == tracker.motion_at(12.0)                 # the newest sample
+
+
 def test_acceleration_on_a_curve_is_the_ground_frame_one_in_the_body_frame():
     """A steady left turn at constant speed: the body-frame twist never changes, but the
     acceleration is centripetal, v * yaw_rate to the left, as the simulator computes it for

@@ -172,11 +172,13 @@ def _runtime_changes(node) -> bool:
             assert not result.successful and "unconfigured" in result.reason
             assert node.get_parameter(name).value != value
 
-        # A decode change builds and warms a new planner, then swaps it in whole.
+        # A decode change is accepted at once; a new planner is built and warmed off the
+        # callbacks, then swapped in whole (the old one plans until then).
         result = node.set_parameters_atomically([
             Parameter("decode.block_size", value=8),
             Parameter("decode.threshold", value=0.7)])
         assert result.successful, result.reason
+        assert node.wait_rebuilt(300)
         assert node._planner is not planner and node._planner.model is planner.model
         assert node._planner.decode.block_size == 8 and node._planner.decode.threshold == 0.7
         assert resolve_decode(node.config.decode, planner.model.fields) == node._planner.decode
@@ -187,12 +189,14 @@ def _runtime_changes(node) -> bool:
             Parameter("plan_decode.commit_rule", value="low_confidence_leftmost"),
             Parameter("plan_decode.steps_per_block", value=2)])
         assert result.successful, result.reason
+        assert node.wait_rebuilt(300)
         assert node._planner.plan_decode == dataclasses.replace(
             node._planner.decode, commit_rule="low_confidence_leftmost", steps_per_block=2)
         assert node._planner.decode.commit_rule == "low_confidence_dynamic"
         # ... kept across a later decode change, which they follow where not overridden
         result = node.set_parameters([Parameter("decode.threshold", value=0.6)])[0]
         assert result.successful, result.reason
+        assert node.wait_rebuilt(300)
         assert node._planner.plan_decode.threshold == 0.6
         assert node._planner.plan_decode.commit_rule == "low_confidence_leftmost"
 
@@ -200,14 +204,26 @@ def _runtime_changes(node) -> bool:
         assert node._planner.plan_max_speed == 40.0
         result = node.set_parameters([Parameter("plan_max_speed_mps", value=60.0)])[0]
         assert result.successful, result.reason
+        assert node.wait_rebuilt(300)
         assert node._planner.plan_language == planning_language(60.0)
         assert node._planner.plan_decode.commit_rule == "low_confidence_leftmost"   # kept
 
-        # A planner that cannot be built is rejected with the reason; the old one stays.
+        # An unknown backend is rejected with the reason; the old planner stays.
         result = node.set_parameters([Parameter("backend", value="no_such_backend")])[0]
         assert not result.successful and "no_such_backend" in result.reason
         assert node.get_parameter("backend").value == "fast"
         assert node._planner.backend == "fast"
+
+        # A planner that fails to build after the change was accepted: reported on
+        # /diagnostics (rebuild_failures, ERROR) and logged; the old one stays.
+        before = node._planner
+        result = node.set_parameters([Parameter("candidates.scorer", value="learned"),
+                                      Parameter("candidates.k", value=2)])
+        assert all(r.successful for r in result), result
+        assert node.wait_rebuilt(300)
+        assert node._planner is before
+        assert node.stats.counters["rebuild_failures"] >= 1
+        assert node.stats.level_and_message()[0] == b"\x02"
 
         # Live parameters apply to the next frame.
         assert node.set_parameters([Parameter("tasks", value=["planning", "detection"])
@@ -301,7 +317,8 @@ def test_detection_without_vision_msgs_is_a_standing_warning(context, monkeypatc
 
 def test_inputs_are_subscribed_once_with_fixed_qos_and_one_timer(context):
     """The stock shape: subscriptions made at activation with fixed profiles (an explicit
-    camera_qos: no QoS timer re-creating them), the diagnostics summary the one timer; one
+    camera_qos: no QoS timer re-creating them), the diagnostics summary and the watchdog
+    the timers; one
     executor thread runs every callback, so one topic's messages are handled in arrival
     order. (camera_qos auto's check runs on that thread too: test_ros_camera_qos.py.)"""
     from rclpy.qos import DurabilityPolicy, ReliabilityPolicy
@@ -318,6 +335,6 @@ def test_inputs_are_subscribed_once_with_fixed_qos_and_one_timer(context):
         assert ("/wamdiff2_planner/input/command", ReliabilityPolicy.RELIABLE,
                 DurabilityPolicy.TRANSIENT_LOCAL) in subs
         assert set(node._input_topics) == {"camera0", "camera1", "odometry"}
-        assert len(list(node.timers)) == 1
+        assert len(list(node.timers)) == 2          # diagnostics and the watchdog
     finally:
         node.destroy_node()

@@ -1,4 +1,5 @@
-"""The planning path and its publishing, in process: a frame -> one outcome -> one publish.
+"""The planning path and its publishing, in process: a frame -> one outcome -> one publish,
+each job run by the scheduler's `run` on the test's thread (its deadline supervisor running).
 
 `ScriptedPlanner` stands in for `Planner` with the same methods, returning real
 `PlanResult`s / raising the real `AnswerParseError` and `PromptTooLong`, so every branch of
@@ -23,7 +24,7 @@ from ros_harness import stamp_msg
 from std_msgs.msg import Header
 from visualization_msgs.msg import Marker
 
-from wamdiff2_core.decoding import DecodeStats
+from wamdiff2_core.decoding import DecodeCancelled, DecodeStats
 from wamdiff2_core.planner import AnswerResult, DetectResult, PlanResult
 from wamdiff2_core.tasks import AnswerParseError, Detection
 from wamdiff2_core.types import PromptTooLong
@@ -32,8 +33,10 @@ from wamdiff2_ros.node.diagnostics import NodeStats, Reporter
 from wamdiff2_ros.node.logs import ThrottledLog
 from wamdiff2_ros.node.odometry import OdometrySample, OdometryTracker
 from wamdiff2_ros.node.planning import Planning
-from wamdiff2_ros.node.publishing import NodeOutputs, run_job
-from wamdiff2_ros.node.worker import Frame, FrameJob, QuestionJob, Settings
+from wamdiff2_ros.node.publishing import NodeOutputs
+from wamdiff2_ros.node.scheduler import Scheduler
+from wamdiff2_ros.node.worker import (CameraImage, Frame, FrameJob, Inbox, QuestionJob,
+                                      Settings)
 
 WAYPOINTS = np.array([[2.0 * (i + 1), 0.1 * (i + 1)] for i in range(8)])
 
@@ -47,15 +50,17 @@ class ScriptedPlanner:
                                                                        tokens=80,
                                                                        forwards=20)))
         self.observations = []
+        self.cancel = None                       # the cancel flag of the running plan
 
-    def plan(self, obs):
+    def plan(self, obs, cancel=None):
         self.observations.append(obs)
+        self.cancel = cancel
         return self.plan_script(obs)
 
-    def detect(self, images):
+    def detect(self, images, cancel=None):
         return DetectResult([Detection((10, 20, 60, 50), "car", 0.9)], "[]", DecodeStats())
 
-    def answer(self, images, question):
+    def answer(self, images, question, cancel=None):
         return AnswerResult(f"answer to {question}", DecodeStats())
 
 
@@ -95,14 +100,16 @@ class Recorder:
         self.now = 0.0
         self.planning = Planning(odometry, lambda: self.now, log)
         self.settings = Settings(config, planner, command)
+        self.crashes: list = []
+        self.scheduler = Scheduler(Inbox(), self.planning, self.outputs, self.crashes.append)
+        self.scheduler.start(lane=False)
 
     def on_frame(self, frame: Frame, now_s: float) -> None:
         self.now = now_s
-        run_job(FrameJob(frame, (), self.settings), self.planning, self.outputs)
+        self.scheduler.run(FrameJob(frame, (), self.settings))
 
     def on_question(self, question: str, frame: Frame) -> None:
-        run_job(QuestionJob(question, frame, (), self.settings), self.planning,
-                self.outputs)
+        self.scheduler.run(QuestionJob(question, frame, (), self.settings))
 
     def sources(self) -> list[tuple[str, str]]:
         """(source, reason) of every ~/output/status message sent."""
@@ -251,33 +258,52 @@ def test_stale_odometry_publishes_the_fallback_without_planning():
     assert "no odometry yet" in rec.sent["report"][0][1]
 
 
-def test_a_plan_past_the_timeout_becomes_the_fallback_outcome_at_the_deadline():
-    """The timeout is an outcome of the planning path: the fallback is published once, at
-    the deadline, while the model is still busy; its late answer is dropped and the next
-    frame waits for the model."""
-    release = threading.Event()
-    published_while_planning = []
+def test_a_plan_past_the_timeout_is_cancelled_and_its_fallback_goes_out_at_the_deadline():
+    """plan_timeout_s after the frame arrived the fallback is published at once, while the
+    model still decodes, and the decode's cancel flag is set; the decode stops (here: the
+    scripted planner raises DecodeCancelled as the engine does) and publishes nothing."""
+    published_at_cancel = []
 
-    def slow(obs):
-        if len(planner.observations) == 1:
-            assert release.wait(30), "the deadline never published the fallback"
-            published_while_planning.append(len(rec.sent["path"]))
-        return PlanResult(WAYPOINTS, "text", DecodeStats())
+    def cooperative(obs):
+        assert planner.cancel.wait(30), "the deadline never cancelled the decode"
+        published_at_cancel.append(len(rec.sent["path"]))
+        raise DecodeCancelled(3)
 
-    planner = ScriptedPlanner(slow)
+    planner = ScriptedPlanner(cooperative)
     handler, rec, stats = _handler(planner, _config(plan_timeout_s=0.05))
-    handler.on_frame(_frame(3.0), now_s=3.0)           # returns at the deadline
+    frame = _frame(3.0)
+    handler.on_frame(frame, now_s=3.0)               # returns once the decode stopped
+    assert published_at_cancel == [1]                # the fallback was out before
     assert rec.sources() == [("stop", "plan_timeouts")] and len(rec.sent["path"]) == 1
     assert stats.counters["plan_timeouts"] == 1 and len(rec.sent["markers"]) == 1
     (late,) = rec.sent["stats"]
     assert (_stats_values(late)["planning.source"], _stats_values(late)["planning.failure"]) \
         == ("stop", "plan_timeouts")
-    release.set()
+    assert "cancelled" in rec.sent["report"][0][1]
+    assert rec.crashes == []
+
+
+def test_a_late_result_is_dropped_and_a_frame_past_its_deadline_is_not_planned():
+    """A decode that ends after its deadline anyway (one long forward) publishes nothing:
+    the frame already got its fallback. A frame taken after its deadline gets the fallback
+    without the model running (never a late or stale plan)."""
+    def slow(obs):
+        time.sleep(0.3)                              # ignores the flag: one long forward
+        return PlanResult(WAYPOINTS, "text", DecodeStats())
+
+    planner = ScriptedPlanner(slow)
+    handler, rec, stats = _handler(planner, _config(plan_timeout_s=0.05))
+    handler.on_frame(_frame(3.0), now_s=3.0)
+    assert rec.sources() == [("stop", "plan_timeouts")] and len(rec.sent["stats"]) == 1
+    assert planner.cancel.is_set()
+    old = replace(_frame(4.0), received=time.monotonic() - 1.0)     # waited 1 s already
+    handler.on_frame(old, now_s=4.0)
+    assert len(planner.observations) == 1                           # not asked again
+    assert rec.sources()[-1] == ("stop", "plan_timeouts")
     handler.settings = replace(handler.settings, config=_config(plan_timeout_s=30.0))
-    handler.on_frame(_frame(4.0), now_s=4.0)           # waits for the late plan, then plans
-    assert published_while_planning == [1]
-    assert rec.sources()[-1] == ("model", "") and stats.counters["plan_timeouts"] == 1
-    assert len(rec.sent["stats"]) == 2                 # the late answer published nothing
+    handler.on_frame(_frame(5.0), now_s=5.0)
+    assert rec.sources()[-1] == ("model", "") and stats.counters["plan_timeouts"] == 2
+    assert len(rec.sent["path"]) == 3                                # one per frame
 
 
 def test_one_logger_warns_and_errors_in_any_order():
@@ -310,10 +336,10 @@ def test_stale_frames_are_dropped_before_planning():
 
 def test_failed_detection_and_refused_questions_publish_explicit_empty_results():
     class Failing(ScriptedPlanner):
-        def detect(self, images):
+        def detect(self, images, cancel=None):
             raise AnswerParseError("detection", "[{", "truncated")
 
-        def answer(self, images, question):
+        def answer(self, images, question, cancel=None):
             if question == "long":
                 raise PromptTooLong(5000, 128, 4096)
             raise RuntimeError("boom")
@@ -335,7 +361,7 @@ def test_failed_detection_and_refused_questions_publish_explicit_empty_results()
 
 def test_an_answer_that_fails_to_parse_is_an_answer_failure_not_a_planning_one():
     class Blank(ScriptedPlanner):
-        def answer(self, images, question):
+        def answer(self, images, question, cancel=None):
             raise AnswerParseError("qa", "  ", "empty answer")
 
     handler, rec, stats = _handler(Blank(), _config())
@@ -403,9 +429,9 @@ def test_every_planned_frame_publishes_its_stats_with_the_image_stamp():
     assert all(m.data > 0 for m in rec.sent["processing_time_ms"])
 
 
-def test_closing_waits_for_a_plan_past_its_deadline():
-    """A plan still running after its timeout is waited for when the node closes: a process
-    that exits while the model's thread is inside torch aborts instead of ending cleanly."""
+def test_stopping_waits_for_a_forward_in_flight():
+    """A plan still inside its forward when the lane stops is waited for: a process that
+    exits while the model's thread is inside torch aborts instead of ending cleanly."""
     finished = []
 
     def slow(obs):
@@ -413,9 +439,17 @@ def test_closing_waits_for_a_plan_past_its_deadline():
         finished.append(obs)
         return PlanResult(WAYPOINTS, "text", DecodeStats())
 
-    planner = ScriptedPlanner(slow)
-    handler, rec, _ = _handler(planner, _config(plan_timeout_s=0.05))
-    handler.on_frame(_frame(3.0), now_s=3.0)           # returns at the deadline
+    rec = Recorder(ScriptedPlanner(slow), _config(plan_timeout_s=0.05))
+    inbox = Inbox()
+    scheduler = Scheduler(inbox, rec.planning, rec.outputs, rec.crashes.append)
+    scheduler.start()
+    inbox.put_image(0, CameraImage(np.zeros((36, 64, 3), np.uint8),
+                                   Header(stamp=stamp_msg(3.0)), 3.0, time.monotonic()),
+                    rec.settings)
+    give_up = time.monotonic() + 5
+    while not rec.sent["path"] and time.monotonic() < give_up:
+        time.sleep(0.01)
     assert rec.sources() == [("stop", "plan_timeouts")] and not finished
-    assert rec.planning.close() and len(finished) == 1
-    assert rec.planning.close()                        # a second close is harmless
+    assert scheduler.stop(timeout=10) and len(finished) == 1
+    assert scheduler.stop(timeout=1)                # a second stop is harmless
+    assert len(rec.sent["path"]) == 1
