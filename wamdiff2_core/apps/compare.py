@@ -71,7 +71,7 @@ def register(subparsers) -> None:
                         "difference with its 95%% interval and a verdict",
         description="Drive the same episodes with planners A and B (or, with --data, answer "
                     "the same records) and report the per-episode differences B - A, their "
-                    "mean with a 95%% bootstrap interval, the PDMS terms' differences and a "
+                    "mean with a 95% bootstrap interval, the PDMS terms' differences and a "
                     "verdict: A better, B better, or no difference resolved (with the "
                     "episodes a difference of the observed size would need). Writes "
                     f"{REPORT_FILE}, {SUMMARY_FILE} and {PLOT_FILE} to --out.")
