@@ -126,7 +126,8 @@ class PlanningScorer(TaskScorer):
         fewer than two plans); ``l2_per_waypoint``: one [low, high] per waypoint."""
         errors = np.array(self.errors) if self.errors else np.zeros((0, 8))  # (plans, 8)
         out = {"l2_per_waypoint": [interval_pair(errors[:, k])
-                                   for k in range(errors.shape[1])] if len(errors) else None, "l2_mean": interval_pair(errors.mean(axis=1))}
+                                   for k in range(errors.shape[1])] if len(errors) else None,
+               "l2_mean": interval_pair(errors.mean(axis=1))}
         for h in HORIZONS_S:
             upto = waypoint_index(h) + 1
             out[f"l2_at_{h:g}s"] = interval_pair(errors[:, upto - 1])
