@@ -34,7 +34,8 @@ def test_the_bundle_against_itself_differs_by_exactly_zero(tmp_path, capsys):
     assert report["info"]["a"]["episodes_file"] != report["info"]["b"]["episodes_file"]
     assert report["info"]["episodes_run"] == 4                 # both were driven
     assert "verdict (score): no difference resolved (B - A = +0.000 [+0.000, +0.000], 2 " \
-           "episodes); B and A did not differ" in capsys.readouterr().out
+           "episodes); fewer than 10 episodes: the interval is too narrow to trust; B and A " \
+           "did not differ" in capsys.readouterr().out
 
 
 def test_episodes_are_kept_resumed_and_extended(tmp_path):
@@ -107,4 +108,4 @@ def test_open_loop_pairs_two_predictions_files_by_record(data_dir, tmp_path, cap
     # both plans are exactly 1 m worse: resolved with n = 2, A (the truth) better
     assert planning["l2_mean"]["verdict"] == "A better"
     assert f"(planning l2_mean): A better, predictions:{paths['truth']} (B - A = +1.000 " \
-        "[+1.000, +1.000], 2 records)" in capsys.readouterr().out
+        "[+1.000, +1.000], 2 records); fewer than 10 records" in capsys.readouterr().out

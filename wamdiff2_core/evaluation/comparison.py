@@ -18,6 +18,9 @@ from .intervals import (Interval, bootstrap_mean, needed, needed_for_half_width,
 TERMS = ("nc", "dac", "ep", "ttc", "comfort")
 #: The half-width the project's claims are judged at (issue 52: about +-0.03).
 TARGET_HALF_WIDTH = 0.03
+#: Below this many items a percentile bootstrap interval is too narrow (it cannot reach
+#: beyond the sample's own values); the verdict line says so.
+FEW_ITEMS = 10
 
 
 def paired_block(a: Sequence[float], b: Sequence[float], names: tuple[str, str],
@@ -81,6 +84,8 @@ def verdict_line(block: dict, what: str, names, unit: str = "episodes") -> str:
     who = {"A better": f", {names[0]}", "B better": f", {names[1]}"}.get(block["verdict"], "")
     line = (f"verdict ({what}): {block['verdict']}{who} (B - A = {diff.text('+.3f')}, "
             f"{diff.n} {unit})")
+    if diff.n < FEW_ITEMS:
+        line += f"; fewer than {FEW_ITEMS} {unit}: the interval is too narrow to trust"
     if block["verdict"] == "no difference resolved":
         need = block["needed_to_resolve"]
         line += ("; B and A did not differ on any item" if need is None else
