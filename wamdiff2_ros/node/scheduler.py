@@ -287,29 +287,41 @@ class Scheduler:
     def _supervise(self) -> None:
         """Publishes a frame's fallback at its deadline and cancels what must give way."""
         while not self._stop.is_set():
-            expired = None
             with self.inbox.cond:
-                running, now = self.running, time.monotonic()
-                if running is not None and running.kind != PLAN and \
-                        self.inbox.ready_frame(now, take=False):
-                    running.cancel.set()             # a frame is ready: it goes first
-                if running is not None and running.deadline is not None and \
-                        now >= running.deadline and not running.expired:
-                    running.expired = True
-                    expired = running
-                else:
-                    wake = [now + 0.5]
-                    if running is not None and running.deadline is not None and \
-                            not running.expired:
-                        wake.append(running.deadline)
-                    sync = self.inbox.sync_ends()
-                    if sync is not None and sync > now:
-                        wake.append(sync)
-                    self.inbox.cond.wait(max(0.001, min(wake) - now))
+                expired, waited = self._due(time.monotonic())
+                if expired is None and waited is None:
+                    self.inbox.cond.wait(self._until_due(time.monotonic()))
+            if waited is not None:               # its deadline passed while the lane was busy
+                self.publish_fallback(self.planning.timed_out(waited, cancelled=False))
             if expired is not None:
                 if expired.ticket.claim():           # the fallback first, then the cancel
                     self.publish_fallback(self.planning.timed_out(expired.job))
                 expired.cancel.set()
+
+    def _due(self, now: float) -> tuple[Running | None, FrameJob | None]:
+        """(`cond` held) The running plan whose deadline just passed, and a waiting frame
+        past its own (taken); cancels a running detection or question a frame waits for."""
+        running, expired = self.running, None
+        if running is not None and running.kind != PLAN and \
+                self.inbox.ready_frame(now, take=False):
+            running.cancel.set()                     # a frame is ready: it goes first
+        if running is not None and running.deadline is not None and \
+                now >= running.deadline and not running.expired:
+            running.expired, expired = True, running
+        deadline = self.inbox.pending_deadline()
+        waited = self.inbox.ready_frame(now, force=True) if deadline is not None and \
+            now >= deadline else None
+        return expired, waited
+
+    def _until_due(self, now: float) -> float:
+        """(`cond` held) Seconds until the next deadline or sync wait ends (at most 0.5)."""
+        running, wake = self.running, [now + 0.5]
+        if running is not None and running.deadline is not None and not running.expired:
+            wake.append(running.deadline)
+        for at in (self.inbox.sync_ends(), self.inbox.pending_deadline()):
+            if at is not None and at > now:
+                wake.append(at)
+        return max(0.001, min(wake) - now)
 
     # ------------------------------------------------------------------ watchdog
     def watchdog(self, gap_s: float) -> bool:

@@ -215,6 +215,15 @@ class Inbox:
         frame, gaps = gather(trigger, others, settings.config)
         return FrameJob(frame, gaps, settings)
 
+    def pending_deadline(self) -> float | None:
+        """When the pending frame's `plan_timeout_s` from its arrival ends (None: no frame
+        or no timeout)."""
+        if self._pending is None:
+            return None
+        trigger, settings = self._pending
+        timeout = settings.config.plan_timeout_s
+        return trigger.received + timeout if timeout > 0 else None
+
     def latest_frame(self, settings: Settings) -> FrameJob | None:
         """The newest trigger image's frame, planned before or not (the watchdog's)."""
         latest = self.latest()

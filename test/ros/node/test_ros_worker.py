@@ -240,6 +240,32 @@ def test_rate_limit_delays_frames_but_keeps_the_newest():
     assert [o.stamp for o in planner.observations] == [1.0, 3.0]
 
 
+def test_a_frame_waiting_behind_one_long_forward_gets_its_fallback_at_its_deadline():
+    """The lane is inside one forward that ignores the cancel flag (a prefill): the next
+    frame does not wait for it: at its own deadline its fallback goes out, and the late
+    plan of the first frame is dropped (one Path per frame, none late)."""
+    release = threading.Event()
+
+    def stuck(obs):
+        release.wait(5.0)
+        return PlanResult(WAYPOINTS, "text", DecodeStats())
+
+    planner = ScriptedPlanner(stuck)
+    with Lane(planner, plan_timeout_s=0.05) as lane:
+        lane.frame(1.0)
+        lane.wait(lambda: len(lane.rec.sent["path"]) == 1)           # 1.0: its deadline
+        sent = time.monotonic()
+        lane.frame(1.5)
+        lane.wait(lambda: len(lane.rec.sent["path"]) == 2)           # 1.5: its deadline,
+        assert not release.is_set() and time.monotonic() - sent < 4.0   # not the lane's
+        release.set()
+        lane.wait(lambda: lane.scheduler.running is None)
+    assert [o.stamp for o in planner.observations] == [1.0]           # 1.5 never planned
+    assert lane.rec.sources() == [("stop", "plan_timeouts")] * 2
+    stamps = [m.header.stamp for m in lane.rec.sent["path"]]
+    assert stamps == [stamp_msg(1.0), stamp_msg(1.5)]
+
+
 def test_the_watchdog_answers_a_frame_stuck_in_one_long_forward():
     """plan_timeout_s 0 (wait for the plan) and a model slower than max_path_gap_s: the
     watchdog publishes a fallback for the frame in flight (path_gaps, ERROR) and the late
