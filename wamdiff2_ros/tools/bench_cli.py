@@ -39,13 +39,24 @@ def register(subparsers) -> None:
         "node", help="image -> Path latency through planner_node vs the bare planner",
         description="Start planner_node with the params file, publish simulator frames one "
                     "at a time over DDS and time image -> Path (p50, p95) next to "
-                    "Planner.plan on the same frames in this process." + DDS_NOTE)
+                    "Planner.plan on the same frames in this process. With --question-rate, "
+                    "the same frames again under a question load, and both phases' Paths per "
+                    "frame and frame -> Path p50/p99/max." + DDS_NOTE)
     _node_options(parser)
     parser.add_argument("--frames", type=int, default=20, help="timed frames (default 20)")
     parser.add_argument("--cameras", metavar="RIG",
                         help=CAMERAS_HELP + "; each frame is one image per camera, the prompt "
                              "one image per camera (a checkpoint trained with other cameras "
                              "is timed as a copy of its weights naming these)")
+    parser.add_argument("--question-rate", type=float, default=0.0, metavar="HZ",
+                        help="also time a second phase on the same frames with a question "
+                             "published every 1/HZ s beside the camera, and report both "
+                             "phases' Paths per frame and frame -> Path p50/p99/max (default "
+                             "0: no questions)")
+    parser.add_argument("--side-delay-ms", type=float, default=5.0, metavar="MS",
+                        help="with --cameras: the other cameras' images (stamped as the "
+                             "trigger's) are published this long after the trigger's; "
+                             "negative: before it (default 5)")
     parser.set_defaults(func=run)
 
     soak = bench.add_parser(
@@ -133,9 +144,16 @@ def run(args: argparse.Namespace) -> int:
 
     if args.frames < 1:
         raise CliError("--frames must be at least 1")
+    if not 0 <= args.question_rate <= 100:
+        raise CliError(f"--question-rate must be in 0..100 Hz, got {args.question_rate:g}")
+    if not -1000 <= args.side_delay_ms <= 1000:
+        raise CliError(f"--side-delay-ms must be in -1000..1000, got {args.side_delay_ms:g}")
     if args.json:
         check_output(args.json, "--json", folder=False)
-    cfg = _bench_config(args, args.frames, as_shipped=False)
+    from dataclasses import replace
+
+    cfg = replace(_bench_config(args, args.frames, as_shipped=False),
+                  question_rate_hz=args.question_rate, side_delay_ms=args.side_delay_ms)
     checkpoint, width, height = cfg.checkpoint, cfg.width, cfg.height
     from wamdiff2_core.decoding.constraints.automaton import LanguageError
 

@@ -35,9 +35,9 @@ from wamdiff2_core.tasks import AnswerParseError
 from wamdiff2_core.types import Observation
 from wamdiff2_ros.node import params
 from wamdiff2_ros.tools.demo_graph import dds_profile_env, find_params_file
-from wamdiff2_ros.tools.spin import spin_in_background
-
-NODE = "/wamdiff2_planner"
+from wamdiff2_ros.tools.node_bench_client import NODE, NodeClient
+from wamdiff2_ros.tools.node_bench_load import (NO_LOAD, Phase, QuestionLoad, p99_ratio,
+                                                phase_table)
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,8 @@ class BenchConfig:
     overrides: dict = field(default_factory=dict)   # more node parameters (name -> value)
     as_shipped: bool = False         # keep the params file's odometry and timeout limits
     cameras: str | None = None       # a camera rig (file or names: sim.camera.load_rig)
+    question_rate_hz: float = 0.0    # > 0: a second phase with questions at this rate
+    side_delay_ms: float = 5.0       # a rig's other images this long after the trigger's
 
 
 @dataclass
@@ -71,6 +73,7 @@ class BenchResult:
     cameras: tuple[str, ...] = ("front",)
     prompt_tokens: int = 0       # the planning prompt's length with every camera's image
     renamed: bool = False        # the weights were trained with other cameras (timing only)
+    phases: list = field(default_factory=list)   # node_bench_load.Phase: frames' Paths
 
     def summary(self) -> dict:
         def pct(xs):
@@ -81,7 +84,9 @@ class BenchResult:
                 "planner_ms": pct(self.planner_ms),
                 "node_image_to_path_ms": pct(self.node_path_ms),
                 "node_image_to_markers_ms": pct(self.node_result_ms),
-                "planner_parse_failures": self.planner_parse_failures}
+                "planner_parse_failures": self.planner_parse_failures,
+                "phases": {p.name: p.summary() for p in self.phases},
+                "p99_with_questions_over_without": p99_ratio(self.phases)}
 
     def table(self) -> str:
         s = self.summary()
@@ -97,6 +102,8 @@ class BenchResult:
         if not s["node_image_to_path_ms"]["n"]:
             lines.append("no Path came from the model (only fallbacks): its answers did not "
                          "parse (an untrained preset?); image -> markers times the same work")
+        if self.phases:
+            lines.append(phase_table(self.phases))
         return "\n".join(lines)
 
 
@@ -181,7 +188,8 @@ def node_command(cfg: BenchConfig) -> list[str]:
     exe = Path(sys.executable).parent / "planner_node"
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "wamdiff2_ros.node.planner_node"]
     overrides = {"checkpoint": cfg.checkpoint or "", "device": cfg.device,
-                 "dtype": cfg.dtype or "", "backend": cfg.backend, "tasks": "[planning]",
+                 "dtype": cfg.dtype or "", "backend": cfg.backend,
+                 "tasks": "[planning, qa]" if cfg.question_rate_hz else "[planning]",
                  **({} if cfg.as_shipped else {"max_odometry_age_s": 0.0,
                                                 "plan_timeout_s": 0.0}),
                  **params.decode_values(cfg.decode),
@@ -194,78 +202,6 @@ def node_command(cfg: BenchConfig) -> list[str]:
     for name, value in overrides.items():
         cmd += ["-p", f"{name}:={value if value != '' else repr('')}"]
     return cmd
-
-
-class NodeClient:
-    """Publishes frames (and odometry) to the node; notes when each stamped Path, MarkerArray
-    and ~/output/status arrives, and the source (model, last_plan, stop) of each Path."""
-
-    def __init__(self, domain_id: int, cameras: tuple[str, ...] = ("front",)):
-        import rclpy
-        from diagnostic_msgs.msg import DiagnosticArray
-        from nav_msgs.msg import Odometry
-        from nav_msgs.msg import Path as PathMsg
-        from rclpy.context import Context
-        from rclpy.executors import SingleThreadedExecutor
-        from rclpy.qos import QoSProfile, ReliabilityPolicy
-        from sensor_msgs.msg import Image
-        from visualization_msgs.msg import MarkerArray
-
-        self._rclpy = rclpy
-        self.context = Context()
-        rclpy.init(context=self.context, domain_id=domain_id)
-        self.node = rclpy.create_node("wamdiff2_bench", context=self.context)
-        self.arrived: dict[str, dict[int, float]] = {"path": {}, "markers": {}, "status": {}}
-        self.sources: dict[int, str] = {}
-        self._lock = threading.Lock()
-        reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
-        camera_qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
-        topics = ([f"{NODE}/input/image"] if len(cameras) == 1 else
-                  [f"{NODE}/input/{name}/image" for name in cameras])
-        # one publisher per camera, the trigger camera's first (`pub`)
-        self.pubs = [self.node.create_publisher(Image, t, camera_qos) for t in topics]
-        self.pub = self.pubs[0]
-        self.odometry_pub = self.node.create_publisher(Odometry, f"{NODE}/input/odometry",
-                                                       reliable)
-        self.node.create_subscription(PathMsg, f"{NODE}/output/path",
-                                      lambda m: self._note("path", m.header.stamp), reliable)
-        self.node.create_subscription(MarkerArray, f"{NODE}/output/markers",
-                                      lambda m: self._note_markers(m), reliable)
-        self.node.create_subscription(DiagnosticArray, f"{NODE}/output/status",
-                                      self._note_status, reliable)
-        self._executor = SingleThreadedExecutor(context=self.context)
-        self._executor.add_node(self.node)
-        self._thread = spin_in_background(self._executor, "bench-client")
-
-    def _note(self, key: str, stamp) -> None:
-        with self._lock:
-            self.arrived[key].setdefault(stamp.sec * 10**9 + stamp.nanosec, time.perf_counter())
-
-    def _note_markers(self, msg) -> None:
-        for m in msg.markers:
-            if m.ns == "wamdiff2/status":
-                self._note("markers", m.header.stamp)
-
-    def _note_status(self, msg) -> None:
-        stamp = msg.header.stamp
-        values = {kv.key: kv.value for kv in msg.status[0].values} if msg.status else {}
-        with self._lock:
-            self.sources[stamp.sec * 10**9 + stamp.nanosec] = values.get("source", "")
-        self._note("status", stamp)
-
-    def arrival(self, key: str, stamp_ns: int) -> float | None:
-        with self._lock:
-            return self.arrived[key].get(stamp_ns)
-
-    def source(self, stamp_ns: int) -> str | None:
-        """Where the Path for that frame came from (model, last_plan, stop), if it came."""
-        with self._lock:
-            return self.sources.get(stamp_ns)
-
-    def close(self) -> None:
-        self._executor.shutdown(timeout_sec=1.0)
-        self.node.destroy_node()
-        self._rclpy.try_shutdown(context=self.context)
 
 
 def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen, log):
@@ -343,27 +279,90 @@ def _run(cfg: BenchConfig, frames: list[list[np.ndarray]], renamed: bool) -> Ben
     with running_node(cfg) as (proc, log, client):
         wait_for(lambda: all(p.get_subscription_count() > 0 for p in client.pubs),
                  cfg.timeout_s, "the node to load, warm up and subscribe", proc, log)
+        load = None
+        if cfg.question_rate_hz:
+            load = QuestionLoad(client.node, f"{NODE}/input/question", cfg.question_rate_hz)
+            wait_for(lambda: load.publisher.get_subscription_count() > 0, cfg.timeout_s,
+                     "the node's question subscription", proc, log)
+        for name in [NO_LOAD] + ([f"questions at {cfg.question_rate_hz:g} Hz"] if load else []):
+            phase = Phase(name)
+            result.phases.append(phase)
+            _run_phase(cfg, frames, bare, result, phase, client, proc, log,
+                       None if name == NO_LOAD else load)
+    return result
+
+
+LOADED_FRAME_WAIT_S = 30.0     # under a question load, for a frame's result before the next
+
+
+def _run_phase(cfg: BenchConfig, frames, bare: _BarePlanner, result: BenchResult,
+               phase: Phase, client: NodeClient, proc, log, load: QuestionLoad | None) -> None:
+    """The frames one at a time (the bare planner's, then the node's), `load` publishing
+    questions meanwhile; the bare-planner and image -> Path columns come from the first
+    phase only."""
+    first, sent, answers = not result.phases[:-1], load.sent if load else 0, \
+        dict(client.answers)
+    if load is not None:
+        load.start()
+    try:
         for i, images in enumerate(frames):
             timed = i >= cfg.warmup_frames
             planner_ms, parsed = bare.time_plan(images)
+            start, stamp = _send_frame(cfg, client, images, result.cameras)
+            try:
+                wait_for(lambda: client.arrival("markers", stamp) and
+                         client.arrival("status", stamp),
+                         cfg.timeout_s if load is None else LOADED_FRAME_WAIT_S,
+                         f"the node's result for frame {i}", proc, log)
+            except TimeoutError:
+                if load is None:
+                    raise
+                # under questions a frame may get no Path: counted, and the run goes on
             if timed:
-                result.planner_ms.append(planner_ms)
-                result.planner_parse_failures += not parsed
-            now_ns = client.node.get_clock().now().nanoseconds
-            msgs = [_image_msg(rgb, now_ns, f"camera_{name}")
-                    for rgb, name in zip(images, result.cameras)]
-            for pub, msg in list(zip(client.pubs, msgs))[1:]:
-                pub.publish(msg)                 # the other cameras before the trigger
-            start = time.perf_counter()
-            client.pub.publish(msgs[0])
-            wait_for(lambda: client.arrival("markers", now_ns) and
-                     client.arrival("status", now_ns), cfg.timeout_s,
-                     f"the node's result for frame {i}", proc, log)
-            markers_at = client.arrival("markers", now_ns)
-            path_at = client.arrival("path", now_ns) if client.source(now_ns) == "model" \
-                else None
-            if timed:
-                result.node_result_ms.append((markers_at - start) * 1e3)
-                if path_at is not None:
-                    result.node_path_ms.append((path_at - start) * 1e3)
-    return result
+                phase.sent_at[stamp] = start
+            if timed and first and client.arrival("markers", stamp):
+                _record(result, client, stamp, start, planner_ms, parsed)
+    finally:
+        if load is not None:
+            load.stop()
+    time.sleep(1.0)                     # a late second Path of the last frame would be here
+    with client._lock:
+        for stamp in phase.sent_at:
+            if stamp in client.arrived["path"]:
+                phase.first_path_at[stamp] = client.arrived["path"][stamp]
+            phase.path_counts[stamp] = client.path_counts.get(stamp, 0)
+            phase.sources[stamp] = list(client.source_lists.get(stamp, []))
+        phase.answers = client.answers["answered"] - answers["answered"]
+        phase.refusals = client.answers["refused"] - answers["refused"]
+    phase.questions = (load.sent - sent) if load else 0
+
+
+def _send_frame(cfg: BenchConfig, client: NodeClient, images, cameras) -> tuple[float, int]:
+    """Publish one frame, every camera's image with the same stamp, the other cameras'
+    `cfg.side_delay_ms` after the trigger's (before it where negative), as a synchronised
+    rig's images arrive; (perf_counter at the trigger's publish, the stamp in ns)."""
+    now_ns = client.node.get_clock().now().nanoseconds
+    msgs = [_image_msg(rgb, now_ns, f"camera_{name}") for rgb, name in zip(images, cameras)]
+    others = list(zip(client.pubs, msgs))[1:]
+    delay_s = cfg.side_delay_ms / 1e3
+    if others and delay_s < 0:
+        for pub, msg in others:
+            pub.publish(msg)
+        time.sleep(-delay_s)
+    start = time.perf_counter()
+    client.pub.publish(msgs[0])
+    if others and delay_s >= 0:
+        time.sleep(delay_s)
+        for pub, msg in others:
+            pub.publish(msg)
+    return start, now_ns
+
+
+def _record(result: BenchResult, client: NodeClient, stamp: int, start: float,
+            planner_ms: float, parsed: bool) -> None:
+    result.planner_ms.append(planner_ms)
+    result.planner_parse_failures += not parsed
+    markers_at = client.arrival("markers", stamp)
+    result.node_result_ms.append((markers_at - start) * 1e3)
+    if client.source(stamp) == "model":
+        result.node_path_ms.append((client.arrival("path", stamp) - start) * 1e3)
