@@ -44,8 +44,13 @@ def _export(args) -> int:
     from wamdiff2_core.model.modeling import CheckpointError
     from wamdiff2_core.training.export import export_checkpoint
 
+    import sys
+
+    def warn(message: str) -> None:
+        print(f"warning: {message}", file=sys.stderr)
+
     try:
-        out = export_checkpoint(args.checkpoint, args.out)
+        out = export_checkpoint(args.checkpoint, args.out, warn=warn)
     except CheckpointError as exc:
         raise CliError(str(exc)) from None
     print(f"wrote the planner-loadable model of {args.checkpoint} to {out}")

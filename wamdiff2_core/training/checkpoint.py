@@ -10,7 +10,9 @@
 - ``rng-rank<r>.safetensors`` + ``rng-rank<r>.json``: every process's RNG states (torch,
   CUDA, numpy, python);
 - ``trainer_state.json``: step, scheduler, optimizer groups, data-loader position, the
-  recipe, every tensor's shape and every shard's size; written last.
+  recipe, every tensor's shape and every shard's size;
+- ``manifest.json``: the sha256 and size of every other file (``checkpoint_check.py``);
+  written last.
 
 Everything is first written to ``.tmp-step-00000120`` and renamed into place, so a directory
 named ``step-*`` is always complete; a half-written ``.tmp-*`` left by a killed run is never
@@ -18,8 +20,11 @@ picked up (and is removed by the next save), one left by a failed write (a full 
 removed at once.
 
 A ``step-*`` directory can still be damaged afterwards (a disk error, a truncated copy, a
-hand edit): ``read_resume_state`` reads and checks every file a resume needs and raises
-``CheckpointDamaged`` naming the file, so the trainer can fall back to an older checkpoint.
+hand edit, a shard swapped for one of another step): ``read_resume_state`` checks every
+file against the manifest and every value of the trainer state against its schema, and
+raises ``CheckpointDamaged`` naming the file, so the trainer can fall back to an older
+checkpoint. A checkpoint without a manifest (written before they existed) is accepted with a
+warning (``ResumeState.unverified``): its files are checked by size and header only.
 """
 from __future__ import annotations
 
@@ -28,6 +33,7 @@ import os
 import random
 import re
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,7 +42,11 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from wamdiff2_core.training.checkpoint_check import (MANIFEST_FILE, MAX_METADATA_BYTES,
+                                                     manifest_problem, rng_problem,
+                                                     state_problem, write_manifest)
 from wamdiff2_core.training.sharded import SHARDS_DIR, check_shards, shard_manifest
+from wamdiff2_core.user_files import UserFileError, check_regular, read_json
 
 STEP_DIR = re.compile(r"^step-(\d{8})$")
 STATE_FILE = "trainer_state.json"
@@ -77,8 +87,8 @@ def commit_dir(tmp: Path, final: Path) -> Path:
     final = Path(final)
     _fsync_dir(tmp)
     if final.exists():
-        old = final.parent / f".old-{final.name}"
-        shutil.rmtree(old, ignore_errors=True)
+        # a fresh name: a folder the caller did not create is never removed
+        old = Path(tempfile.mkdtemp(prefix=f".old-{final.name}-", dir=final.parent))
         os.replace(final, old)
         os.replace(tmp, final)
         shutil.rmtree(old, ignore_errors=True)
@@ -124,8 +134,13 @@ def read_rng(folder: Path, rank: int) -> tuple | None:
     tfile = folder / f"rng-rank{rank}.safetensors"
     if not tfile.exists():
         return None
+    check_regular(tfile, tfile.name)           # safetensors' open would block on a FIFO
     tensors = load_file(str(tfile))
-    meta = json.loads((folder / f"rng-rank{rank}.json").read_text())
+    meta = read_json(folder / f"rng-rank{rank}.json", f"rng-rank{rank}.json",
+                     MAX_METADATA_BYTES, max_depth=4)
+    reason = rng_problem(meta, tensors)
+    if reason:
+        raise ValueError(reason)
     n, p = meta["numpy"], meta["python"]
     return (tensors["torch"], (n[0], np.array(n[1], dtype=np.uint32), *n[2:]),
             (p[0], tuple(p[1]), p[2]), tensors.get("cuda"))
@@ -179,7 +194,7 @@ def prune(out_dir: str | Path, keep_last: int) -> None:
 
 
 def read_state(path: Path) -> dict:
-    return json.loads((Path(path) / STATE_FILE).read_text())
+    return read_json(Path(path) / STATE_FILE, STATE_FILE, MAX_METADATA_BYTES)
 
 
 # ------------------------------------------------------------------------ resuming
@@ -202,6 +217,7 @@ class ResumeState:
     data: dict                 # the data-loader position (``GlobalOrder.position``)
     world_size: int
     rng: tuple | None          # this process's RNG states (``read_rng``)
+    unverified: str | None = None   # why its content was not verified (no manifest)
 
     @property
     def shards(self) -> Path:
@@ -227,15 +243,18 @@ def read_resume_state(path: Path, rank: int = 0) -> ResumeState:
                                     "checkpoint to start a new run from")
         raise CheckpointDamaged(f"it has no {STATE_FILE}")
     try:
-        state = json.loads(state_file.read_text())
-    except (OSError, ValueError) as exc:
-        raise CheckpointDamaged(f"{STATE_FILE} is not valid JSON ({exc})") from None
+        state = read_json(state_file, STATE_FILE, MAX_METADATA_BYTES)
+    except UserFileError as exc:
+        raise CheckpointDamaged(f"{STATE_FILE} {exc.problem}") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise CheckpointDamaged(f"{STATE_FILE} is not a sharded checkpoint's (format "
                                 f"{FORMAT})")
     bad = [k for k, kind in _STATE_KEYS.items() if not isinstance(state.get(k), kind)]
     if bad or not isinstance(state["optimizer"].get("param_groups"), list):
         raise CheckpointDamaged(f"{STATE_FILE} lacks {(bad or ['optimizer groups'])[0]}")
+    reason = state_problem(state)
+    if reason:
+        raise CheckpointDamaged(f"{STATE_FILE}: {reason}")
     m = STEP_DIR.match(path.name)
     if m and int(m.group(1)) != state["step"]:
         raise CheckpointDamaged(f"{STATE_FILE} says step {state['step']}, the directory "
@@ -245,20 +264,31 @@ def read_resume_state(path: Path, rank: int = 0) -> ResumeState:
     reason = check_shards(path / SHARDS_DIR, state["shards"])
     if reason:
         raise CheckpointDamaged(reason)
+    reason, verified = manifest_problem(path)
+    if reason:
+        raise CheckpointDamaged(reason)
     try:
         rng = read_rng(path, rank)
     except _READ_ERRORS as exc:
         raise CheckpointDamaged(f"its RNG state of rank {rank} cannot be read "
                                 f"({_reason(exc)})") from None
+    unverified = None if verified else (
+        f"has no {MANIFEST_FILE} (it was written before checkpoints carried content "
+        f"hashes), so its files are checked by size and header only")
     return ResumeState(path, state["step"], state["scheduler"], state["recipe"],
                        state["optimizer"]["param_groups"], state["tensors"], state["data"],
-                       int(state.get("world_size", 1)), rng)
+                       state.get("world_size", 1), rng, unverified)
 
 
 def write_state(folder: Path, state: dict) -> None:
     """Write ``trainer_state.json`` (the last file of a checkpoint) with the shard sizes."""
     state = {"format": FORMAT, **state, "shards": shard_manifest(folder / SHARDS_DIR)}
     (folder / STATE_FILE).write_text(json.dumps(state, indent=1))
+
+
+def seal(folder: Path) -> None:
+    """Write the checkpoint's manifest (after every other file: the last write)."""
+    write_manifest(folder)
 
 
 def _reason(exc: BaseException) -> str:

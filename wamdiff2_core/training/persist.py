@@ -71,6 +71,8 @@ def find_resumable(out: Path, rank: int, recipe: dict, warn, log) -> ckpt.Resume
             damaged.append(f"{path.name}: {exc}")
             warn(f"checkpoint {path} is damaged ({exc}); trying the one before it")
             continue
+        if state.unverified:
+            warn(f"checkpoint {path} {state.unverified}")
         check_same_run(state.recipe, recipe, path)
         return state
     if found:
@@ -154,6 +156,7 @@ class RunState:
                     "optimizer": {"param_groups": group_state(t.optimizer, self.named)},
                     "data": data, "tensors": tensor_shapes(self.named),
                     "recipe": t.recipe.to_dict()})
+                ckpt.seal(tmp)
                 ckpt.commit_dir(tmp, final)
         except BaseException:           # a full disk: no half-written checkpoint is kept
             if t.ctx.is_main:
