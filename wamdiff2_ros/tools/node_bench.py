@@ -10,8 +10,9 @@ and reported separately; only the model's own Paths count as image -> Path. The 
 without requiring odometry and without a plan timeout (the bare planner has neither).
 
 With a camera rig (`--cameras front,left`) every frame is the rig's images (published on
-`~/input/<name>/image`, the trigger camera last) and the prompt holds one image per
-camera. A checkpoint trained with other cameras is timed as a copy of its weights that
+`~/input/<name>/image` with one stamp, the others `side_delay_ms` after the trigger's) and
+the prompt holds one image per camera. With `question_rate_hz` the same frames go through
+the node a second time under a question load (node_bench_load.py). A checkpoint trained with other cameras is timed as a copy of its weights that
 names the rig's cameras (its answers then mean nothing; their cost is what is measured).
 """
 from __future__ import annotations
