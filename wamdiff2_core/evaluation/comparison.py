@@ -105,6 +105,12 @@ def format_closed(report: dict) -> str:
              f"failed episodes A {report['failed_episodes'][0]}, "
              f"B {report['failed_episodes'][1]}",
              "terms (B - A):"]
+    for side, label in (("a", "A"), ("b", "B")):
+        counts = (report.get("info", {}).get(side) or {}).get("candidates")
+        if counts:
+            lines.insert(5, f"candidates {label}: {counts['not_greedy']} of {counts['frames']}"
+                            f" frames not the greedy plan, {counts['fallbacks']} scorer "
+                            f"fallbacks")
     for term, t in report["terms"].items():
         lines.append(f"  {term:<8} A {_interval(t, 'a').text()}  B {_interval(t, 'b').text()}"
                      f"  B - A {_interval(t, 'difference').text('+.3f')}  {t['verdict']}")
