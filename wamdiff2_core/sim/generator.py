@@ -175,7 +175,7 @@ def generate(out: str | Path, config: GeneratorConfig, resume: bool = False,
     progress_path, parts = out / PROGRESS_FILE, out / PARTS_DIR
     signature = config.signature()
     if progress_path.exists():
-        state = json.loads(progress_path.read_text())
+        state = _read(progress_path, "progress file", dict)
         if not resume:
             raise GeneratorError(f"{out} holds an unfinished run: pass --resume to continue "
                                  "it, or choose another directory")
@@ -202,7 +202,7 @@ def generate(out: str | Path, config: GeneratorConfig, resume: bool = False,
             bar.update(1)
     records = []
     for episode in range(config.episodes):
-        records.extend(json.loads((parts / f"{episode:05d}.json").read_text()))
+        records.extend(_records(parts / f"{episode:05d}.json", "episode part"))
     records.sort(key=lambda record: record["id"])
     write_atomic(out / RECORDS_FILE, _json_bytes(records))
     shutil.rmtree(parts)
@@ -237,8 +237,7 @@ def merge(out: str | Path, sources: list[str | Path]) -> dict:
     for folder in folders:
         if not (folder / RECORDS_FILE).is_file():
             raise GeneratorError(f"{folder} holds no finished data set ({RECORDS_FILE})")
-        text = (folder / "camera.json").read_text() if (folder / "camera.json").is_file() \
-            else None
+        text = _camera_text(folder / "camera.json")
         if camera is not None and text != camera:
             raise GeneratorError(f"{folder} was taken with another camera than "
                                  f"{folders[0]} (camera.json differs)")
@@ -247,10 +246,14 @@ def merge(out: str | Path, sources: list[str | Path]) -> dict:
     target = out.resolve()
     merged, counts = [], {}
     for k, folder in enumerate(folders):
-        records = json.loads((folder / RECORDS_FILE).read_text())
+        records = _records(folder / RECORDS_FILE, "records file")
         for record in records:
             images = record.get("image", [])
             images = [images] if isinstance(images, str) else images
+            if not isinstance(images, list) or not all(isinstance(i, str) for i in images):
+                raise GeneratorError(f"records file {folder / RECORDS_FILE}: record "
+                                     f"{str(record['id'])[:80]} has an image that is not a "
+                                     f"path")
             record["image"] = [os.path.relpath(folder / path, target) for path in images]
             record["id"] = f"s{k}_{record['id']}"
             record.setdefault("meta", {})["source"] = folder.name
@@ -260,3 +263,45 @@ def merge(out: str | Path, sources: list[str | Path]) -> dict:
         write_atomic(out / "camera.json", camera.encode())
     write_atomic(out / RECORDS_FILE, _json_bytes(merged))
     return counts
+
+
+def _read(path: Path, what: str, kind: type):
+    """The JSON document of ``path`` (a user file's limits), of type ``kind``;
+    GeneratorError (one sentence naming the file) otherwise."""
+    from wamdiff2_core.user_files import MAX_RECORDS_BYTES, read_json
+
+    try:
+        doc = read_json(path, what, MAX_RECORDS_BYTES)
+    except ValueError as exc:
+        raise GeneratorError(str(exc)) from None
+    if not isinstance(doc, kind):
+        raise GeneratorError(f"{what} {path} must hold a JSON {kind.__name__}")
+    return doc
+
+
+def _records(path: Path, what: str) -> list:
+    """The records of a part or a finished data set: a list of objects with an id."""
+    records = _read(path, what, list)
+    for i, record in enumerate(records):
+        if not isinstance(record, dict) or not isinstance(record.get("id"), str) or \
+                not isinstance(record.get("meta", {}), dict):
+            raise GeneratorError(f"{what} {path}: record {i} is not an object with a string "
+                                 f"id (and a meta object)")
+        meta = record.get("meta", {})
+        if what == "episode part" and not (isinstance(record.get("task"), str) and
+                                           {"episode", "frame"} <= set(meta)):
+            raise GeneratorError(f"{what} {path}: record {i} lacks its task or its meta "
+                                 f"episode and frame; delete the part and --resume")
+    return records
+
+
+def _camera_text(path: Path) -> str | None:
+    """The text of a data set's camera.json, None when there is none."""
+    from wamdiff2_core.user_files import read_text
+
+    if not os.path.lexists(path):
+        return None
+    try:
+        return read_text(path, "camera file", 1 << 20)
+    except ValueError as exc:
+        raise GeneratorError(str(exc)) from None
