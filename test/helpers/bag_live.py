@@ -23,10 +23,10 @@ from wamdiff2_ros.tools.demo_graph import NodeProcess, OutputRecorder, node_stat
 
 OUT = OutputTopics()
 # The untrained preset, one 32-token block in 4 steps: a fraction of a second per frame;
-# no plan cut short by the plan timeout on a loaded machine. (Constraints off: a constrained
-# plan needs 80 tokens, and these runs time the plumbing.)
+# no plan cut short by the plan timeout or the Path-gap watchdog on a loaded machine.
+# (Constraints off: a constrained plan needs 80 tokens, and these runs time the plumbing.)
 FAST_TINY = {"checkpoint": "tiny", "decode.max_new_tokens": 32, "decode.steps_per_block": 4,
-             "decode.constrained": False, "plan_timeout_s": 0.0}
+             "decode.constrained": False, "plan_timeout_s": 0.0, "max_path_gap_s": 0.0}
 
 
 class Listener:
@@ -99,7 +99,8 @@ def replay_into_node(bag_path, domain: int, tmp_path, overrides: dict, rate: flo
     `clock`: with --clock), and wait until every frame is answered or the node has nothing
     left to plan."""
     node = NodeProcess(domain, tmp_path / "node.log", {"max_input_age_s": 0.0,
-                                                       "plan_timeout_s": 0.0, **overrides},
+                                                       "plan_timeout_s": 0.0,
+                                                       "max_path_gap_s": 0.0, **overrides},
                        env={"OMP_NUM_THREADS": "1"})
     context = Context()
     rclpy.init(args=[], context=context, domain_id=domain)

@@ -25,7 +25,7 @@ _RANK = {OK: 0, WARN: 1, ERROR: 2}
 COUNTERS = ("frames_received", "odometry_received", "frames_planned", "paths_published",
             "fallback_paths", "dropped_frames", "stale_frames", "future_frames",
             "camera_missing", "camera_late",
-            "parse_failures", "model_errors", "plan_timeouts", "bad_input",
+            "parse_failures", "model_errors", "plan_timeouts", "path_gaps", "bad_input",
             "questions_answered", "questions_refused", "answer_failures")
 
 #: Lifecycle state -> the level it stands for (only `active` plans; a failed configure and

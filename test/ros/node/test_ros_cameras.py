@@ -84,7 +84,8 @@ def _params_file(tmp_path, checkpoint) -> str:
     values = tree["/**"]["ros__parameters"]
     values.update({"checkpoint": str(checkpoint), "tasks": ["planning"],
                    "max_odometry_age_s": 0.0, "plan_timeout_s": 0.0, "max_input_age_s": 0.0,
-                   "input_timeout_s": 1.0, "camera_sync_tolerance_s": 0.05})
+                   "max_path_gap_s": 0.0, "input_timeout_s": 1.0,
+                   "camera_sync_tolerance_s": 0.05})
     values["decode"].update({"max_new_tokens": 96, "steps_per_block": 4,
                              "constrained": True})
     path = tmp_path / "rig.yaml"

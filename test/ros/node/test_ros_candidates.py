@@ -79,7 +79,7 @@ def test_candidate_parameters_out_of_range_are_refused(name, value, words):
 def test_the_node_publishes_candidates_a_plain_subscriber_reads(ros_domain, tmp_path):
     node = NodeProcess(ros_domain, tmp_path, {
         "max_input_age_s": 0.0, "plan_timeout_s": 0.0, "max_odometry_age_s": 0.0,
-        "candidates.k": 4, "candidates.scorer": "rules"})
+        "max_path_gap_s": 0.0, "candidates.k": 4, "candidates.scorer": "rules"})
     client = RosClient(ros_domain)
     clouds, lock = [], threading.Lock()
 

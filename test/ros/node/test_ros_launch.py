@@ -78,7 +78,7 @@ def test_ros2_launch_in_a_namespace_with_remaps(ros_domain, tmp_path):
     values = tree["/**"]["ros__parameters"]
     values.update({"checkpoint": "tiny", "tasks": ["planning", "detection"],
                    "max_command_chars": 17, "max_odometry_age_s": 0.0, "plan_timeout_s": 0.0,
-                   "max_input_age_s": 0.0})
+                   "max_input_age_s": 0.0, "max_path_gap_s": 0.0})
     values["decode"].update({"max_new_tokens": 32, "steps_per_block": 4,
                             "constrained": False})          # a 32-token plan: unconstrained
     params_file = tmp_path / "vehicle.yaml"
