@@ -31,7 +31,7 @@ def test_latency_model_specs_and_errors():
                        ("warp:9", "unknown latency model"), ("zero:3", "no argument"),
                        ("h200:fast", "no argument but ':ar'"),
                        (f"profile:{H200}@nope", "no latency_ms.nope"),
-                       ("profile:/no/such.json", "cannot read")):
+                       ("profile:/no/such.json", "does not exist")):
         with pytest.raises(ValueError, match=words):
             parse_latency_model(bad)
 

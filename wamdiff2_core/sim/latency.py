@@ -28,7 +28,6 @@ tokenization, DDS), a few milliseconds on a vehicle computer.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Protocol
@@ -74,20 +73,30 @@ class ProfileLatency:
     def from_bench_json(cls, path: str | Path, mode: str = "graphs") -> "ProfileLatency":
         """The costs of one ``latency_ms`` mode of a ``bench decode --json`` report;
         ValueError naming what is missing."""
+        from wamdiff2_core.user_files import read_json
+
         path = Path(path)
-        try:
-            report = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ValueError(f"cannot read the latency profile {path}: {exc}") from None
+        report = read_json(path, "latency profile")
+        if not isinstance(report, dict) or not isinstance(report.get("latency_ms") or {}, dict) \
+                or not isinstance(report.get("decoders", {}), dict):
+            raise ValueError(f"latency profile {path} is not a `bench decode --json` report")
         modes = report.get("latency_ms") or {}
-        if mode not in modes:
+        if mode not in modes or not isinstance(modes[mode], dict):
             raise ValueError(f"{path} has no latency_ms.{mode} (it has: "
                              f"{', '.join(modes) or 'none'})")
         steps = modes[mode]
         decoders = report.get("decoders", {})
-        prefill = [decoders[name]["prefill_ms_per_call"] for name in
-                   ("ar_optimised", "diffusion_fast") if name in decoders]
+        prefill = [decoders[name].get("prefill_ms_per_call") for name in
+                   ("ar_optimised", "diffusion_fast")
+                   if isinstance(decoders.get(name), dict)]
         if not prefill:
+            raise ValueError(f"{path} has no decoders with prefill_ms_per_call")
+        costs = [*prefill, *(steps.get(k) for k in ("block_step", "commit", "ar_step"))]
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1e7
+                   for v in costs if v is not None):
+            raise ValueError(f"latency profile {path}: every cost must be a number of "
+                             f"milliseconds in [0, 1e7)")
+        if None in prefill:
             raise ValueError(f"{path} has no decoders with prefill_ms_per_call")
         try:
             return cls(prefill_ms=sum(prefill) / len(prefill),

@@ -10,7 +10,6 @@ end-of-answer token, as in ``DecodeStats``.
 """
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -56,11 +55,10 @@ def data_samples(path: str | Path, n: int) -> list[Sample]:
     path = Path(path)
     file = path / "train.json" if path.is_dir() else path
     root = file.parent
-    with open(file) as fh:
-        records = json.load(fh)
+    records = tasks.read_records(file)               # within user_files' limits
     out = []
     for record in records:
-        if record.get("task") != "planning":
+        if not isinstance(record, dict) or record.get("task") != "planning":
             continue
         prompt, answer = tasks.record_prompt_and_answer(record)
         future = (record.get("meta") or {}).get("ego_future")
