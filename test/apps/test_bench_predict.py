@@ -16,8 +16,10 @@ def test_configs_parse_and_bad_ones_are_one_sentence():
             parse_configs(bad)
 
 
-def test_bench_predict_reports_each_configuration_and_equal_answers(tmp_path, capsys):
+def test_bench_predict_reports_each_configuration_and_equal_answers(tmp_path, capsys,
+                                                                    monkeypatch):
     path = write_reference_file(tmp_path, bad=())
+    monkeypatch.chdir(tmp_path)           # reference records: images under the working dir
     rc = main(["bench", "predict", "--data", str(path), "--records", "5", "--configs",
                "1x1,1x4", "--threads", "1", "--json"])
     assert rc == 0

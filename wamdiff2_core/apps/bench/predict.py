@@ -82,15 +82,14 @@ def _free_port() -> int:
 def _input(args, folder: Path, n: int) -> Path:
     """The records file the runs read: the first ``n`` records of ``--data``, of fresh
     simulator episodes, or (GPU mode) synthetic planning records."""
-    from wamdiff2_core.tasks import read_records, records_path
+    from wamdiff2_core.evaluation.inputs import read_input
 
     if args.data:
-        try:
-            source = records_path(args.data)
-            records = read_records(source)[:n]
+        try:                        # image paths by predict's rule (docs/evaluation.md)
+            data = read_input(args.data, None, "--data")
         except ValueError as exc:
             raise CliError(str(exc)) from None
-        records = [_absolute(r, source.parent) for r in records]
+        records = [_absolute(r, data.image_root.path) for r in data.records[:n]]
     elif args.gpu:
         records = _synthetic(folder, n, args.image_size)
     else:
