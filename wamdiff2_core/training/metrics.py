@@ -64,6 +64,9 @@ class Progress:
             self.bar.close()
 
 
+METRICS_MAX_BYTES = 2 << 30        # a row is about 200 bytes: ten million steps
+
+
 class MetricsLog:
     """Rows of scalars to ``metrics.csv`` and (optionally) TensorBoard under ``out/tb``."""
 
@@ -72,10 +75,13 @@ class MetricsLog:
         self.fields: list[str] | None = None
         rows = []
         if self.path.exists() and resume_step > 0:
-            with self.path.open() as f:
-                reader = csv.DictReader(f)
-                self.fields = reader.fieldnames
-                rows = [r for r in reader if _whole(r) and int(r["step"]) <= resume_step]
+            from wamdiff2_core.user_files import read_text
+
+            # the run's own file, but in a folder a user can reach: no FIFO, a size cap
+            reader = csv.DictReader(io.StringIO(read_text(self.path, "metrics file",
+                                                          METRICS_MAX_BYTES), newline=""))
+            self.fields = reader.fieldnames
+            rows = [r for r in reader if _whole(r) and int(r["step"]) <= resume_step]
         text = io.StringIO(newline="")
         if self.fields:
             w = csv.DictWriter(text, self.fields)

@@ -9,7 +9,6 @@ evaluation sees exactly what the live node would.
 """
 from __future__ import annotations
 
-import json
 from collections import deque
 from dataclasses import dataclass
 from typing import Iterable, Iterator
@@ -21,6 +20,7 @@ from sensor_msgs.msg import CameraInfo, CompressedImage, Image
 from std_msgs.msg import String
 
 from wamdiff2_core.tasks import COMMANDS, DEFAULT_CAMERAS, MAX_ACCEL_MPS2, MAX_SPEED_MPS
+from wamdiff2_core.user_files import parse_json
 from wamdiff2_ros.node import params
 from wamdiff2_ros.node.bad_input import BadInput
 from wamdiff2_ros.node.images import compressed_to_rgb, image_to_rgb
@@ -267,8 +267,9 @@ def camera_document(bag: BagReader, topics: FrameTopics
     if topics.camera_json:
         for _, _, _, raw in bag.messages([topics.camera_json]):
             try:
-                doc = json.loads(_deserialize(raw, String, topics.camera_json, bag).data)
-            except ValueError:
+                text = _deserialize(raw, String, topics.camera_json, bag).data
+                doc = parse_json(text.encode(), topics.camera_json, "camera document")
+            except ValueError:                 # not JSON, nested too deep, NaN: none
                 doc = None
             break
     if topics.camera_info:

@@ -117,7 +117,9 @@ def ground_truth_document(meta: dict, stamp_ns: int) -> str:
 
 def parse_ground_truth(text: str) -> dict:
     """The meta dict of a /ground_truth/meta message; ValueError if it is not one."""
-    doc = json.loads(text)
+    from wamdiff2_core.user_files import parse_json
+
+    doc = parse_json(text.encode(), "/ground_truth/meta", "message")   # ValueError
     if not isinstance(doc, dict) or doc.get("schema") != GT_SCHEMA:
         raise ValueError(f"not a {GT_SCHEMA} document")
     return doc
