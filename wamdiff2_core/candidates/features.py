@@ -14,10 +14,10 @@ import numpy as np
 
 from wamdiff2_core.candidates.sets import CandidateSet
 from wamdiff2_core.tasks import WAYPOINT_DT_S
+from wamdiff2_core.tasks.motion import ComfortBounds
 
-#: NAVSIM's comfort limits (as ``evaluation.pdms.ComfortBounds``), applied to the plan.
-MIN_LON_ACCEL, MAX_LON_ACCEL = -4.05, 2.40
-MAX_ABS_YAW_RATE, MAX_ABS_LAT_ACCEL, MAX_ABS_LON_JERK = 0.95, 4.89, 4.13
+#: NAVSIM's comfort limits (the closed-loop score's, ``evaluation.pdms``), applied to the plan.
+COMFORT = ComfortBounds()
 #: Side of a command (+1 left, -1 right); the plan's lateral end offset is read against it.
 COMMAND_SIDE = {"left": 1.0, "right": -1.0, "straight": 0.0}
 #: Log confidences below this count as this (a probability-0 token would be -inf).
@@ -70,10 +70,12 @@ class Kinematics:
     lat_accels: np.ndarray    # (8,) [m/s^2]
 
     def comfort_ok(self) -> bool:
-        return bool(self.accels.min() >= MIN_LON_ACCEL and self.accels.max() <= MAX_LON_ACCEL
-                    and np.abs(self.yaw_rates).max() <= MAX_ABS_YAW_RATE
-                    and np.abs(self.lat_accels).max() <= MAX_ABS_LAT_ACCEL
-                    and np.abs(self.jerks).max(initial=0.0) <= MAX_ABS_LON_JERK)
+        bounds = COMFORT
+        return bool(self.accels.min() >= bounds.min_lon_accel
+                    and self.accels.max() <= bounds.max_lon_accel
+                    and np.abs(self.yaw_rates).max() <= bounds.max_abs_yaw_rate
+                    and np.abs(self.lat_accels).max() <= bounds.max_abs_lat_accel
+                    and np.abs(self.jerks).max(initial=0.0) <= bounds.max_abs_lon_jerk)
 
 
 def kinematics(waypoints: np.ndarray, velocity: tuple[float, float]) -> Kinematics:

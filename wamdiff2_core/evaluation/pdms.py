@@ -36,21 +36,11 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from wamdiff2_core.geometry import box_corners, boxes_overlap, map_to_ego
+# NAVSIM's comfort limits: defined with the other motion bounds (the candidate features read
+# them too, from a layer below this one); ``pdms.ComfortBounds`` stays importable.
+from wamdiff2_core.tasks.motion import ComfortBounds
 
 WEIGHTS = {"ep": 5.0, "ttc": 5.0, "comfort": 2.0}
-
-
-@dataclass(frozen=True)
-class ComfortBounds:
-    """NAVSIM's (nuPlan's) comfort limits."""
-
-    min_lon_accel: float = -4.05
-    max_lon_accel: float = 2.40
-    max_abs_lat_accel: float = 4.89
-    max_abs_yaw_rate: float = 0.95
-    max_abs_yaw_accel: float = 1.93
-    max_abs_lon_jerk: float = 4.13
-    max_abs_jerk: float = 8.37
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ same way everywhere.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Sequence
 
 #: 252 km/h: faster than any road vehicle the planner is meant for.
@@ -43,3 +44,18 @@ def check_accel(acceleration: Sequence[float], max_accel_mps2: float = MAX_ACCEL
         raise ImplausibleMotion(f"{what} {accel:.3g} m/s^2 exceeds {limit} {max_accel_mps2:g} "
                                 f"m/s^2")
     return accel
+
+
+@dataclass(frozen=True)
+class ComfortBounds:
+    """NAVSIM's (nuPlan's) comfort limits: the one definition, read by the closed-loop score
+    (``evaluation.pdms``, which owns their use) and by the candidate features
+    (``candidates.features``, which sit below evaluation and so cannot import it)."""
+
+    min_lon_accel: float = -4.05       # m/s^2
+    max_lon_accel: float = 2.40        # m/s^2
+    max_abs_lat_accel: float = 4.89    # m/s^2
+    max_abs_yaw_rate: float = 0.95     # rad/s
+    max_abs_yaw_accel: float = 1.93    # rad/s^2
+    max_abs_lon_jerk: float = 4.13     # m/s^3
+    max_abs_jerk: float = 8.37         # m/s^3
