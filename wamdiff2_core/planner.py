@@ -347,15 +347,17 @@ class Planner:
         self.check_images(observation.images)
         context = ScoringContext(observation.command, tuple(observation.velocity),
                                  tuple(observation.acceleration))
-        return self.picker.pick(self._decode_rows,
+        seed = self.candidates.frame_seed(observation.stamp)    # each frame its own noise
+        return self.picker.pick(lambda *rows: self._decode_rows(*rows, seed=seed),
                                 lambda c: self.planning_prompt(replace(observation, command=c)),
                                 list(observation.images), context)
 
-    def _decode_rows(self, prompts: list[str], images: list[list], temperatures: list[float]
-                     ) -> Decoded:
-        """Planning answers of one batch, row i at ``temperatures[i]``: texts, per-token
-        confidences, statistics. Rows of one prompt are that prompt prefilled once."""
-        decode = replace(self.plan_decode, seed=self.candidates.seed)
+    def _decode_rows(self, prompts: list[str], images: list[list], temperatures: list[float],
+                     seed: int) -> Decoded:
+        """Planning answers of one batch, row i at ``temperatures[i]`` drawing from ``seed``:
+        texts, per-token confidences, statistics. Rows of one prompt are that prompt
+        prefilled once."""
+        decode = replace(self.plan_decode, seed=seed)
         if len(set(prompts)) == 1:
             prompts, images = prompts[:1], images[:1]
         out = self.engine.decode(self._encode(prompts, images, decode), decode,

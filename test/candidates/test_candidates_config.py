@@ -38,3 +38,21 @@ def test_command_rows_take_the_neighbouring_commands_first():
 def test_an_unknown_command_is_refused():
     with pytest.raises(ValueError, match="unknown command"):
         row_plan(CandidateConfig(k=2), "north")
+
+
+class _RosTime:
+    """A ROS time (builtin_interfaces/Time's fields) without importing ROS."""
+
+    def __init__(self, sec: int, nanosec: int):
+        self.sec, self.nanosec = sec, nanosec
+
+
+def test_a_frame_seed_follows_the_stamp_and_keeps_the_fixed_seed_without_one():
+    config = CandidateConfig(k=4, seed=7)
+    assert config.frame_seed(None) == 7                       # no stamp: the fixed seed
+    first, second = config.frame_seed(12.5), config.frame_seed(13.0)
+    assert first == config.frame_seed(12.5) and first != second   # reproducible, per frame
+    assert first != CandidateConfig(k=4, seed=8).frame_seed(12.5)  # the seed still counts
+    assert config.frame_seed(_RosTime(12, 500_000_000)) == first   # the same instant
+    assert config.frame_seed(12.5 + 1e-9) != first                 # a nanosecond apart
+    assert all(0 <= s < 2 ** 63 for s in (first, second))      # a torch generator's seed

@@ -106,3 +106,21 @@ def test_the_default_scorer_runs_on_the_bundled_model(plain, frame):
     result = plain.reconfigure(candidates=CandidateConfig(k=4)).plan(_public(frame))
     selection = result.candidates.selection
     assert selection.scorer == CandidateConfig().scorer and not selection.fallback
+
+
+def test_each_frame_draws_its_own_candidates_from_its_stamp(four, frame):
+    """The sampled rows are seeded by the frame's stamp: the same frame twice gives the same
+    candidates, another stamp other noise; a frame without a stamp keeps the fixed seed."""
+    def texts(stamp):
+        obs = Observation(images=frame.images, command=frame.command,
+                          velocity=frame.velocity, acceleration=frame.acceleration,
+                          stamp=stamp)
+        return [c.text for c in four.plan(obs).candidates.candidates]
+
+    at_one = texts(1.0)
+    assert texts(1.0) == at_one
+    later = texts(1.5)
+    assert later[0] == at_one[0] and later[1:] != at_one[1:]    # row 0 is greedy either way
+    unstamped = texts(None)
+    assert unstamped == texts(None)
+    assert four.candidates.frame_seed(None) == four.candidates.seed == 1

@@ -6,6 +6,7 @@ temperature in range. ``k = 1`` is today's planner exactly: one greedy plan, no 
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 from wamdiff2_core.tasks import COMMANDS
@@ -65,6 +66,20 @@ class CandidateConfig:
     def enabled(self) -> bool:
         """Whether this decodes more than today's one plan."""
         return self.k > 1
+
+    def frame_seed(self, stamp: object = None) -> int:
+        """The seed of one frame's candidate noise: ``seed`` itself for a frame without a
+        stamp (None), else ``seed`` mixed with the stamp (seconds as a number, or a ROS time
+        with ``sec`` and ``nanosec``) to the nanosecond: the same frame draws the same
+        candidates on every run, two frames draw different noise."""
+        if stamp is None:
+            return self.seed
+        if hasattr(stamp, "sec") and hasattr(stamp, "nanosec"):
+            nanoseconds = int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+        else:
+            nanoseconds = round(float(stamp) * 1e9)
+        digest = hashlib.blake2b(f"{self.seed}:{nanoseconds}".encode(), digest_size=8)
+        return int.from_bytes(digest.digest(), "little") >> 1     # a non-negative int64
 
 
 @dataclass(frozen=True)
