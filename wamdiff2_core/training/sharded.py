@@ -110,8 +110,8 @@ def _no_dist(process_local: bool) -> bool:
 
 
 def save_shards(folder: Path, tensors: dict[str, torch.Tensor]) -> None:
-    """Write this process's slices of ``tensors`` under ``folder`` (every process calls it
-    unless ``process_local``)."""
+    """Write this process's slices of ``tensors`` under ``folder``; every process of the
+    run calls it (a single process writes alone)."""
     import torch.distributed.checkpoint as dcp
 
     writer = dcp.HuggingFaceStorageWriter(str(folder), save_distributed=True)
