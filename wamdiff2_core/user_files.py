@@ -235,6 +235,14 @@ def parse_json(data: bytes, path, what: str, max_depth: int = DEFAULT_MAX_DEPTH,
     return _parse_json(_decode(data, path, what), path, what, allow_nonfinite)
 
 
+def check_json_file(path: str | os.PathLike, what: str, max_bytes: int = DEFAULT_MAX_BYTES,
+                    max_depth: int = DEFAULT_MAX_DEPTH) -> None:
+    """Refuse, as ``read_json`` would, a file another library is about to parse (a FIFO,
+    a device, a file over ``max_bytes``, nesting deeper than ``max_depth``), without
+    parsing it here."""
+    _check_depth(read_bytes(path, what, max_bytes), max_depth, path, what)
+
+
 def _lines(data: bytes, path, what: str, max_line_bytes: int, max_depth: int,
            allow_nonfinite: bool) -> list:
     values = []

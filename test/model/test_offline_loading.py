@@ -4,9 +4,15 @@ unset; a checkpoint's config, tokenizer and processor come from its directory al
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+import pytest
+
+BUNDLED = Path(__file__).resolve().parents[2] / "wamdiff2_core" / "assets" / "default_model"
 
 LOAD = """
 import sys
@@ -45,3 +51,31 @@ def test_the_bundled_model_loads_offline(tmp_path):
                           env=offline_env(tmp_path))
     assert done.returncode == 0, done.stderr[-2000:]
     assert not (tmp_path / "hf").exists()
+
+
+@pytest.mark.parametrize("name", ["tokenizer_config.json", "generation_config.json",
+                                  "tokenizer.json", "config.json",
+                                  "wamdiff2_processor.json"])
+@pytest.mark.parametrize("kind", ["deep", "fifo", "dev zero"])
+def test_hostile_checkpoint_files_are_one_sentence(tmp_path, name, kind):
+    from wamdiff2_core.model.checkpoint import CheckpointError
+    from wamdiff2_core.planner import Planner
+
+    model = tmp_path / "model"
+    shutil.copytree(BUNDLED, model, ignore=shutil.ignore_patterns("ar_teacher", "*.md"))
+    target = model / name
+    target.unlink()
+    if kind == "deep":
+        target.write_text("[" * 200000)
+    elif kind == "fifo":
+        os.mkfifo(target)
+    else:
+        target.symlink_to("/dev/zero")
+    start = time.monotonic()
+    with pytest.raises(CheckpointError) as info:
+        Planner.from_pretrained(model)
+    text = str(info.value)
+    assert name in text and "\n" not in text, text
+    assert {"deep": "levels deep", "fifo": "FIFO", "dev zero": "character device"}[kind] \
+        in text
+    assert time.monotonic() - start < 30

@@ -21,6 +21,7 @@ are the ones tokenizing the whole formatted text gives (the reference's way).
 """
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -264,6 +265,7 @@ def load_tokenizer(path: Path) -> PreTrainedTokenizerFast:
     if not (path / "tokenizer.json").exists():
         raise CheckpointError(f"{path} has no tokenizer.json (wamdiff2 loads fast tokenizers "
                               f"only)")
+    check_library_files(path)
     try:
         tok = PreTrainedTokenizerFast.from_pretrained(str(path), local_files_only=True)
     except (OSError, ValueError, TypeError) as exc:
@@ -294,3 +296,23 @@ def _chat_template(file: Path) -> str:
         raise CheckpointError(f"chat template {file} must be a JSON object with a "
                               f"chat_template string")
     return template
+
+
+# Files of a checkpoint that tokenizers and transformers parse themselves.
+LIBRARY_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                 "added_tokens.json", "generation_config.json")
+
+
+def check_library_files(path: Path) -> None:
+    """CheckpointError for a library-parsed file of checkpoint ``path`` that is not a
+    regular file, is over 64 MiB or nests deeper than ``user_files`` allows: the libraries
+    would block on a FIFO, read a device whole or overflow their stack on it."""
+    from wamdiff2_core.user_files import check_json_file
+
+    for name in LIBRARY_FILES:
+        file = path / name
+        if os.path.lexists(file):
+            try:
+                check_json_file(file, "checkpoint file", 64 << 20)
+            except ValueError as exc:
+                raise CheckpointError(str(exc)) from None
