@@ -92,7 +92,7 @@ class _Participant:
         from nav_msgs.msg import Path as PathMsg
         from rclpy.context import Context
         from rclpy.executors import SingleThreadedExecutor
-        from rclpy.qos import QoSProfile, ReliabilityPolicy
+        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
         from rosgraph_msgs.msg import Clock
         from sensor_msgs.msg import Image
         from std_msgs.msg import String
@@ -109,7 +109,11 @@ class _Participant:
             [sim_camera_topics(name).image for name in cameras]
         self.image_pubs = [self.node.create_publisher(Image, t, one) for t in topics]
         self.odometry_pub = self.node.create_publisher(Odometry, SIM_TOPICS.odometry, reliable)
-        self.command_pub = self.node.create_publisher(String, SIM_TOPICS.command, reliable)
+        # latched, as a navigation stack sends it: it meets the node's latched-command
+        # subscription too, with no incompatible-QoS warning (docs/ros.md, "QoS")
+        self.command_pub = self.node.create_publisher(String, SIM_TOPICS.command, QoSProfile(
+            depth=1, reliability=ReliabilityPolicy.RELIABLE,
+            durability=DurabilityPolicy.TRANSIENT_LOCAL))
         outputs = OutputTopics(node_name)
         self.output_topics = (outputs.path, outputs.stats)
         self._lock = threading.Condition()
