@@ -119,8 +119,10 @@ def phase_table(phases: list[Phase]) -> str:
                          f"{s['frames_with_several_paths']} with several")
         if "questions" in s:
             q = s["questions"]
+            pending = q["sent"] - q["answered"] - q["refused"]
             lines.append(f"    questions: {q['sent']} sent, {q['answered']} answered, "
-                         f"{q['refused']} refused (empty answer)")
+                         f"{q['refused']} refused (empty answer)"
+                         + (f", {pending} not answered by the phase's end" if pending else ""))
     ratio = p99_ratio(phases)
     if ratio is not None:
         lines.append(f"p99 with questions / p99 without: {ratio:.2f}x")
