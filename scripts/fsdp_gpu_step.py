@@ -3,10 +3,12 @@ one GPU (bf16, activation checkpointing, one ~2K-token sample per step), the all
 against the memory plan's estimate for that sample, and the step time.
 
     python scripts/fsdp_gpu_step.py OUT_DIR [--preset qwen3-vl-2b] [--pixels 1843200]
+        [--steps 4] [--image 1920x1080]
 
 Writes OUT_DIR/fsdp_step.json and prints it; the run itself is under OUT_DIR/run. On a
-machine without a GPU it runs too (``--preset tiny --pixels 36864``: the script's own check),
-with no peak to compare.
+machine without a GPU it runs too (``--preset tiny --pixels 16384 --steps 2 --image 320x180``:
+the CPU dry run of scripts/gpu_check.sh), with no peak to compare. The first step includes
+the warm-up; the last step's time is the one to read.
 """
 from __future__ import annotations
 
@@ -19,15 +21,16 @@ from pathlib import Path
 PIXELS = 1_843_200          # 1920 x 960 after resizing: 7,200 patches, 1,800 image tokens
 
 
-def main(out: Path, preset: str, pixels: int) -> int:
+def main(out: Path, preset: str, pixels: int, steps: int = 4,
+         image: tuple[int, int] = (1920, 1080)) -> int:
     data, run = out / "data", out / "run"
     wamdiff2 = ["-m", "wamdiff2_core.cli"]
-    write_data(data)
+    write_data(data, steps, image)
     overrides = [f"model.init={preset}", f"model.max_pixels={pixels}", f"data.path={data}",
                  "data.max_answer_tokens=96", "data.length_bucket=0", "data.task_weights={}",
                  "train.strategy=fsdp", "train.activation_checkpointing=true",
                  "train.precision=bf16", "train.global_batch=1", "train.micro_batch=1",
-                 "train.steps=4", "optim.warmup_steps=0", "output.save_every=1000",
+                 f"train.steps={steps}", "optim.warmup_steps=0", "output.save_every=1000",
                  "output.log_every=1", "output.tensorboard=false", f"output.dir={run}"]
     subprocess.run([str(Path(sys.executable).parent / "torchrun"), "--nproc_per_node", "1",
                     "--master_addr", "127.0.0.1", "--master_port", str(free_port())] + wamdiff2
@@ -50,6 +53,7 @@ def main(out: Path, preset: str, pixels: int) -> int:
               "planned_activation_bytes": activation_bytes(shape, work, True),
               "peak_over_plan": memory["measured"]["peak"] / planned.total(True) or None,
               "step_seconds": [1.0 / r["samples_per_s"] for r in rows],
+              "tokens_per_s": rows[-1]["tokens_per_s"],
               "mfu": [r.get("mfu") for r in rows], "measured": memory["measured"],
               "planned_items": planned.items}
     (out / "fsdp_step.json").write_text(json.dumps(result, indent=1))
@@ -57,8 +61,9 @@ def main(out: Path, preset: str, pixels: int) -> int:
     return 0
 
 
-def write_data(folder: Path, frames: int = 4) -> None:
-    """Planning records on 1920 x 1080 noise images (no simulator needed on a GPU machine)."""
+def write_data(folder: Path, frames: int = 4, size: tuple[int, int] = (1920, 1080)) -> None:
+    """Planning records on noise images of ``size`` (width, height; no simulator needed on a
+    GPU machine)."""
     import numpy as np
     from PIL import Image
 
@@ -69,7 +74,7 @@ def write_data(folder: Path, frames: int = 4) -> None:
     records = []
     for k in range(frames):
         name = f"images/{k:03d}.png"
-        Image.fromarray(rng.integers(0, 255, (1080, 1920, 3), dtype=np.uint8)).save(
+        Image.fromarray(rng.integers(0, 255, (size[1], size[0], 3), dtype=np.uint8)).save(
             folder / name)
         waypoints = np.cumsum(rng.uniform(1, 3, (8, 2)) * [1, 0.1], axis=0)
         records.append(tasks.conversation_record(
@@ -100,5 +105,8 @@ if __name__ == "__main__":
     parser.add_argument("out", nargs="?", default="gpu_out/fsdp")
     parser.add_argument("--preset", default="qwen3-vl-2b")
     parser.add_argument("--pixels", type=int, default=PIXELS)
+    parser.add_argument("--steps", type=int, default=4, help="training steps (default 4)")
+    parser.add_argument("--image", default="1920x1080", help="noise images' WIDTHxHEIGHT")
     a = parser.parse_args()
-    sys.exit(main(Path(a.out), a.preset, a.pixels))
+    width, height = (int(v) for v in a.image.lower().split("x"))
+    sys.exit(main(Path(a.out), a.preset, a.pixels, a.steps, (width, height)))

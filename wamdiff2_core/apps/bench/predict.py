@@ -42,6 +42,9 @@ def register(subparsers) -> None:
     p.add_argument("--configs", default=None, metavar="PxB,...",
                    help=f"processes x batch size per run (default {CPU_CONFIGS}; "
                         f"{GPU_CONFIGS} with --gpu)")
+    p.add_argument("--first-records", type=int, default=None, metavar="N",
+                   help="the first configuration decodes only the first N records (batch 1 "
+                        "is the slowest: a shorter check of the larger batches' answers)")
     p.add_argument("--gpu", action="store_true",
                    help=f"GPU mode: --preset {GPU_PRESET} (random weights), --device cuda, "
                         f"bf16, CUDA graphs, synthetic records")
@@ -54,7 +57,7 @@ def register(subparsers) -> None:
                    help="CPU threads per process (default: the cores shared out)")
     p.add_argument("--timeout", type=float, default=1800, metavar="S",
                    help="longest a configuration may run (default 1800 s)")
-    add_decode_options(p, ("max_new_tokens",))
+    add_decode_options(p, ("block_size", "max_new_tokens", "constrained"))
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run_bench_predict)
 
@@ -141,6 +144,13 @@ def _synthetic(folder: Path, n: int, size: str) -> list[dict]:
     return records
 
 
+def _first(input_path: Path, count: int) -> Path:
+    """A records file beside ``input_path`` holding its first ``count`` records."""
+    path = input_path.with_name(f"first{count}.json")
+    path.write_text(json.dumps(json.loads(input_path.read_text())[:count]))
+    return path
+
+
 def _threads(args, procs: int) -> int:
     """CPU threads per process: --threads, else the cores shared out."""
     return args.threads or max(1, (os.cpu_count() or 1) // procs)
@@ -157,6 +167,9 @@ def _command(args, procs: int, batch: int, input_path: Path, output: Path) -> li
             ["--preset", args.preset or GPU_PRESET] if (args.preset or args.gpu) else [])
     cmd += ["--dtype", _dtype(args)] if _dtype(args) else []
     cmd += ["--max-new-tokens", str(args.max_new_tokens)] if args.max_new_tokens else []
+    cmd += ["--block-size", str(args.block_size)] if args.block_size else []
+    if args.constrained is not None:
+        cmd += ["--constrained" if args.constrained else "--no-constrained"]
     return cmd
 
 
@@ -215,28 +228,34 @@ def run_bench_predict(args: argparse.Namespace) -> int:
     n = args.records or (256 if args.gpu else 64)
     if n < 1:
         raise CliError("--records must be at least 1")
+    if args.first_records is not None and not 1 <= args.first_records <= n:
+        raise CliError(f"--first-records must be in 1..{n} (the records decoded)")
     rows, answers, planner = [], [], None
     with tempfile.TemporaryDirectory(prefix="wamdiff2-bench-predict-") as tmp:
         folder = Path(tmp)
         input_path = _input(args, folder, n)
-        for procs, batch in configs:
+        for k, (procs, batch) in enumerate(configs):
             output = folder / f"p{procs}x{batch}.json"
+            inputs = input_path if k or args.first_records is None else \
+                _first(input_path, args.first_records)
             if procs == 1:
                 apply_threads(_threads(args, 1))
                 planner = planner or _planner(args)
-                summary = _in_process(planner, input_path, output, batch)
+                summary = _in_process(planner, inputs, output, batch)
             else:
-                summary = _run(_command(args, procs, batch, input_path, output), args.timeout)
+                summary = _run(_command(args, procs, batch, inputs, output), args.timeout)
             items = json.loads(output.read_text())
             answers.append([item["prediction"] for item in items])
             differ = sum(a != b for a, b in zip(answers[0], answers[-1]))
+            compared = min(len(answers[0]), len(answers[-1]))
             rows.append({"processes": procs, "batch_size": batch,
                          "records": summary["records"], "failed": summary["failed"],
                          "seconds": round(summary["seconds"], 3),
                          "samples_per_s": summary["samples_per_s"],
                          "tokens_per_s": summary["tokens_per_s"],
                          "tokens_per_forward": summary["tokens_per_forward"],
-                         "answers_differing_from_first": differ})
+                         "answers_differing_from_first": differ,
+                         "answers_compared": compared})
     report = {"mode": "gpu" if args.gpu else "cpu", "device": _device(args),
               "dtype": _dtype(args) or "float32", "records": n, "configs": rows,
               "source": args.checkpoint or args.preset or (GPU_PRESET if args.gpu
@@ -258,5 +277,10 @@ def format_table(report: dict) -> str:
         lines.append(f"{r['processes']:>8} x {r['batch_size']:<7} {r['samples_per_s']:>10.2f} "
                      f"{r['tokens_per_s']:>10.1f} {r['tokens_per_s'] / first:>7.2f}x "
                      f"{r['tokens_per_forward']:>8.2f} {r['failed']:>7} "
-                     f"{r['answers_differing_from_first']:>17}")
+                     f"{_differ(r):>17}")
     return "\n".join(lines)
+
+
+def _differ(row: dict) -> str:
+    """'differing of compared' answers, e.g. '0 of 16'."""
+    return f"{row['answers_differing_from_first']} of {row.get('answers_compared', '?')}"
