@@ -19,7 +19,6 @@ import sys
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, KeyValue
 from nav_msgs.msg import Odometry
-from rcl_interfaces.msg import SetParametersResult
 from rclpy.clock import Clock, ClockType, JumpThreshold
 from rclpy.duration import Duration
 from rclpy.event_handler import SubscriptionEventCallbacks
@@ -37,9 +36,10 @@ from wamdiff2_ros.node.health import InputHealth
 from wamdiff2_ros.node.inputs import (CAMERA, ODOMETRY, accept_odometry, camera_image,
                                       guarded)
 from wamdiff2_ros.node.limits import check_command, check_question
-from wamdiff2_ros.node.logs import ThrottledLog, clip as clip_text
+from wamdiff2_ros.node.logs import ThrottledLog
 from wamdiff2_ros.node.odometry import OdometryTracker
 from wamdiff2_ros.node.overrides import check_override_types
+from wamdiff2_ros.node.param_changes import ParameterChanges
 from wamdiff2_ros.node.planning import Planning
 from wamdiff2_ros.node.publishing import NodeOutputs
 from wamdiff2_ros.node.rebuild import PlannerBuilder
@@ -54,7 +54,7 @@ CAMERA_QOS_CHECK_S = 1.0       # camera_qos auto: how often the camera publisher
 SUCCESS, FAILURE = TransitionCallbackReturn.SUCCESS, TransitionCallbackReturn.FAILURE
 
 
-class PlannerNode(LifecycleNode):
+class PlannerNode(ParameterChanges, LifecycleNode):
     """Cameras, odometry, commands and questions in; Path, markers, answers, per-frame stats,
     diagnostics out."""
 
@@ -388,69 +388,6 @@ class PlannerNode(LifecycleNode):
             self.stats.count("messages_lost", count)
             self._log.warn("messages_lost", f"DDS lost {count} message(s) on {topic}")
 
-    # ------------------------------------------------------------ parameters
-    def _validate_parameters(self, changes: list) -> SetParametersResult:
-        """Accept a change that validates (nothing slow here: a new planner is built and
-        warmed after, off the callbacks; see `_apply_parameters`)."""
-        values = dict(self._values)
-        values.update({p.name: p.value for p in changes})
-        try:
-            cfg = params.node_config(values)
-        except ValueError as exc:
-            return SetParametersResult(successful=False, reason=str(exc))
-        changed = params.groups_changed(self._values, values)
-        frozen = changed.get("load", []) + changed.get("io", [])
-        state = self._state_machine.current_state[1]
-        if frozen and state != "unconfigured":
-            return SetParametersResult(successful=False, reason=(
-                f"{', '.join(frozen)} can only change while the node is unconfigured (it is "
-                f"{state}): deactivate and clean up, set it, then configure again"))
-        self._staged = (values, cfg, changed)
-        return SetParametersResult(successful=True)
-
-    def _apply_parameters(self, changes: list) -> None:
-        """Live values apply to the next job; a decode change builds the next planner on
-        the builder's thread (the current one plans until the new one is warm)."""
-        if self._staged is None:
-            return
-        values, cfg, changed = self._staged
-        self._staged = None
-        self._values, self.config = values, cfg
-        self._diag_timer.timer_period_ns = int(cfg.diagnostics_period_s * 1e9)
-        self._watchdog.timer_period_ns = int(self._watchdog_period(cfg) * 1e9)
-        set_text = ", ".join(f"{p.name}={p.value!r}" for p in changes)
-        if "decode" in changed and self._planner is not None:
-            current = self._planner
-            self._builder.request(lambda: current.reconfigure(
-                cfg.decode, backend=cfg.backend, plan_decode=cfg.plan_decode,
-                plan_max_speed=cfg.plan_max_speed, candidates=cfg.candidates,
-                scorer_weights=cfg.scorer_weights), ", ".join(changed["decode"]))
-            set_text += "; building and warming the planner for it (applied when warm)"
-        self.get_logger().info("parameters set: " + set_text)
-
-    def _plan_busy(self) -> bool:
-        scheduler = self._scheduler
-        return scheduler is not None and scheduler.plan_busy()
-
-    def _rebuilt(self, planner, what: str) -> None:
-        """The builder's planner is warm: later jobs get it."""
-        if self._planner is None:                # cleaned up meanwhile: nothing to swap
-            return
-        self._planner = planner
-        self.get_logger().info(f"{what}: new planner warm and in use; decoding with "
-                               f"{planner.decode_summary()}")
-
-    def _rebuild_failed(self, what: str, exc: BaseException) -> None:
-        planner = self._planner
-        keeping = planner.decode_summary() if planner is not None else "no planner"
-        self._reporter.problem(ERROR, "rebuild_failures", (
-            f"{what}: the planner could not be rebuilt ({type(exc).__name__}: "
-            f"{clip_text(str(exc), 200)}); keeping {keeping}"))
-
-    def wait_rebuilt(self, timeout: float = 300.0) -> bool:
-        """Until no planner rebuild is pending (tests, tools); True if none within
-        `timeout`."""
-        return self._builder.idle(timeout)
 
 def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt

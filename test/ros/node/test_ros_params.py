@@ -217,9 +217,10 @@ def _runtime_changes(node) -> bool:
         # A planner that fails to build after the change was accepted: reported on
         # /diagnostics (rebuild_failures, ERROR) and logged; the old one stays.
         before = node._planner
-        result = node.set_parameters([Parameter("candidates.scorer", value="learned"),
-                                      Parameter("candidates.k", value=2)])
-        assert all(r.successful for r in result), result
+        result = node.set_parameters_atomically([Parameter("candidates.scorer",
+                                                           value="learned"),
+                                                 Parameter("candidates.k", value=2)])
+        assert result.successful, result.reason
         assert node.wait_rebuilt(300)
         assert node._planner is before
         assert node.stats.counters["rebuild_failures"] >= 1
