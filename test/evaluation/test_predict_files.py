@@ -116,3 +116,16 @@ def test_a_detection_item_whose_image_is_no_path_is_a_failure(tmp_path, image):
     assert report.failures["detection"] == 1 and report.tasks["qa"]["accuracy"] == 1.0
     assert report.first_failure.startswith("record 'd'")
     assert report.tasks["detection"]["num_records"] == 0
+
+
+def test_a_ground_truth_beyond_the_limit_is_a_failure_not_parsed(tmp_path):
+    huge = "1.00," * (MAX_RECORD_CHARS // 5 + 1)
+    items = [{"id": "h", "image": [], "prediction": "x", "ground_truth": huge},
+             {"id": "q", "image": [], "prediction": "two", "ground_truth": "two"}]
+    report = score_predictions([item_record(i) for i in items], items, tmp_path)
+    assert report.failures["unknown"] == 1 and "characters long" in report.first_failure
+    record = {"id": "r", "conversations": [{"from": "human", "value": "q"},
+                                           {"from": "gpt", "value": huge}]}
+    report = score_predictions([record, item_record(items[1])], items, tmp_path)
+    assert report.failures["unknown"] == 1 and "characters of text" in report.first_failure
+    assert report.tasks["qa"]["accuracy"] == 1.0

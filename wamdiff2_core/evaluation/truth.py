@@ -17,6 +17,8 @@ from typing import Any
 from wamdiff2_core.tasks import (AnswerParseError, parse_detections, parse_waypoints,
                                  record_prompt_and_answer)
 
+from .requests import MAX_RECORD_CHARS, check_text
+
 UNKNOWN = "unknown"                 # the task of a failed record whose task cannot be told
 ITEM_TRUTH = "ground_truth"         # the key of an item-built record's answer
 
@@ -48,7 +50,8 @@ def answer_task(answer: str | None) -> str | None:
 def record_truth(record: Any) -> tuple[str | None, str | None]:
     """``(task, answer)`` of a record; the task is its ``task`` or what its answer's format
     says (None without either), the answer None where it has none. Unscorable, one
-    sentence, for a malformed record."""
+    sentence, for a malformed record or one holding more text than a record may
+    (``requests.check_text``: its answer is never parsed then)."""
     if not isinstance(record, Mapping):
         raise Unscorable(f"it is a JSON {type(record).__name__}, not a record object")
     task = record.get("task")
@@ -57,8 +60,12 @@ def record_truth(record: Any) -> tuple[str | None, str | None]:
     if ITEM_TRUTH in record and "conversations" not in record:       # built from an item
         answer = record[ITEM_TRUTH]
         answer = answer if isinstance(answer, str) and answer.strip() else None
+        if answer is not None and len(answer) > MAX_RECORD_CHARS:
+            raise Unscorable(f"its ground_truth is {len(answer):,} characters long, more "
+                             f"than the limit of {MAX_RECORD_CHARS:,}", task)
         return task or answer_task(answer), answer
     try:
+        check_text(record)
         answer = record_prompt_and_answer(record)[1]
     except ValueError as exc:
         raise Unscorable(f"it is malformed: {exc}", task) from None
