@@ -77,7 +77,7 @@ def _register_open_loop(group) -> None:
                              "--predictions, the records the predictions are joined to by id: "
                              "without it, each prediction's own ground truth is scored); a "
                              "bad record is counted as a failure, not a stop")
-    add_image_root_option(parser, "--data (and --predictions' detection images)")
+    add_image_root_option(parser, "--data (and of --predictions' detection items)")
     parser.add_argument("--out", default=DEFAULT_OUT,
                         help=f"report directory (default: {DEFAULT_OUT})")
     parser.add_argument("--json", action="store_true",

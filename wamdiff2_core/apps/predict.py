@@ -51,11 +51,11 @@ def add_image_root_option(parser: argparse.ArgumentParser, option: str) -> None:
     """--image-root: where relative image paths are (shared by `predict` and `eval
     open-loop`; the rule: ``evaluation.inputs``, docs/evaluation.md)."""
     parser.add_argument("--image-root", metavar="DIR", default=None,
-                        help=f"folder relative image paths are under (default: the data set "
-                             f"directory, or the records file's folder when every record "
-                             f"names a task; for records without a task, in the reference's "
-                             f"layout, the working directory, as the reference's inference "
-                             f"script opens them); printed at start. Given for {option}")
+                        help=f"folder the relative image paths of {option} are under "
+                             f"(default: the data set directory, or the records file's folder "
+                             f"when every record names a task; for records without a task, "
+                             f"in the reference's layout, the working directory, as the "
+                             f"reference's inference script opens them); printed at start")
 
 
 def add_predict_options(parser: argparse.ArgumentParser) -> None:
