@@ -5,6 +5,7 @@ per DDS setting and publisher set."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
@@ -80,6 +81,7 @@ def test_a_large_data_graph_gets_every_reliable_frame_planned(ros_domain, tmp_pa
         assert _camera_reliability(client) == ReliabilityPolicy.RELIABLE, node.output()
         _odometry_stream(client, stop)
         frames = [f.rgb for f in sim_frames(20, 640, 360)]
+        time.sleep(1.0)        # odometry on both sides of the first frame's stamp
         sources = _sources(client, frames, 30.0)
         assert sources == ["model"] * len(frames), sources
         assert client.counter("messages_lost") == 0
