@@ -81,3 +81,30 @@ def test_bad_checkpoint_is_a_user_error(data_dir, tmp_path, capsys):
     rc = main(["eval", "open-loop", "--checkpoint", "no-such-preset", "--data", str(data_dir),
                "--out", str(tmp_path / "o"), "--no-progress"])
     assert rc == 2 and "no-such-preset" in capsys.readouterr().err
+
+
+def test_bad_records_in_data_are_counted_not_a_stop(data_dir, tmp_path, capsys):
+    records = json.loads((data_dir / "train.json").read_text())
+    gone = {**records[0], "id": "gone", "image": ["images/nope.png"]}
+    records += [{"id": "empty", "task": "qa", "image": []}, gone, [1, 2]]
+    (data_dir / "train.json").write_text(json.dumps(records))
+    rc = main(["eval", "open-loop", "--checkpoint", "ground-truth", "--data", str(data_dir),
+               "--out", str(tmp_path / "r"), "--json", "--no-progress"])
+    out, err = capsys.readouterr()
+    assert rc == 0
+    report = json.loads(out)
+    assert report["num_records"] == 9 and report["planning"]["num_records"] == 2
+    assert report["planning"]["l2_avg_3s"] == 0.0                   # the good ones scored
+    assert report["failures"] == {"planning": 1, "detection": 0, "qa": 1, "unknown": 1}
+    assert "3 record(s) failed (planning 1, qa 1, unknown 1)" in err
+
+
+def test_eval_exits_1_when_no_record_reaches_the_model(data_dir, tmp_path, capsys):
+    for image in (data_dir / "images").iterdir():
+        image.unlink()
+    rc = main(["eval", "open-loop", "--checkpoint", "tiny", "--data", str(data_dir),
+               "--out", str(tmp_path / "r"), "--max-new-tokens", "8", "--block-size", "4",
+               "--no-constrained", "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "every record failed before decoding" in err
+    assert "does not exist" in err and (tmp_path / "r" / "open_loop.json").exists()
