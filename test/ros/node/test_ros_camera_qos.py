@@ -1,7 +1,7 @@
 """`camera_qos: auto` (issue 55): in a LARGE_DATA graph a reliable 640x360 camera driver gets
 every frame planned by the model with the shipped parameters (a best-effort reader lost most
-of them there), and a best-effort driver that replaces it is followed; the choice itself,
-per DDS setting and publisher set."""
+of them there), a best-effort driver that replaces it and a reliable one started after the
+node are followed; the choice itself, per DDS setting and publisher set."""
 from __future__ import annotations
 
 import threading
@@ -98,6 +98,16 @@ def test_a_large_data_graph_gets_every_reliable_frame_planned(ros_domain, tmp_pa
         sources = _sources(client, [f.rgb for f in sim_frames(6, 320, 180)], 15.0)
         assert sources.count("model") >= 5 and set(sources) <= {"model", None}, \
             (sources, node.output()[-3000:])
+        # The driver goes; a reliable one starts later (the node came up first): the node
+        # turns reliable again and gets its full-size frames.
+        client.node.destroy_publisher(client.image_pub)
+        time.sleep(2.0)
+        client.image_pub = client.node.create_publisher(Image, IMAGE, RELIABLE)
+        client.wait_for(lambda: _camera_reliability(client) == ReliabilityPolicy.RELIABLE,
+                        30, "the camera subscription to turn reliable again")
+        client.wait_matched(client.image_pub)
+        sources = _sources(client, frames[:5], 30.0)
+        assert sources == ["model"] * 5, (sources, node.output()[-3000:])
         assert client.counter("qos_incompatible") == 0     # a moment's mismatch under auto
         assert "auto: a publisher is best effort" in node.output()
         assert node.alive(), node.output()
