@@ -12,7 +12,7 @@ from test_views import random_answers
 from wamdiff2_core import tasks
 from engines import fast_decode
 from wamdiff2_core.decoding.config import COMMIT_RULES, DecodeConfig, FastConfig
-from wamdiff2_core.decoding.reference import _Context, ar_decode, diffusion_decode
+from wamdiff2_core.decoding.reference import Context, ar_decode, diffusion_decode
 from wamdiff2_core.diffusion.layout import diffusion_inputs, diffusion_logits, kept_positions
 from wamdiff2_core.model import masks
 from wamdiff2_core.model.modeling import Wamdiff2Model
@@ -53,7 +53,7 @@ def test_training_view_equals_the_shifted_decoders_view(shifted_model, camera_im
                                     **inputs.vision)
         train = diffusion_logits(full[:, -kept_positions(a, True):], a, bs, True)
         prompt = prepare_prompt(model, batch, bs)
-        ctx = _Context(model, prompt, use_cache=True)
+        ctx = Context(model, prompt, use_cache=True)
         carry = ctx.last_logits
         for b in range(n_blocks):
             sl = slice(b * bs, (b + 1) * bs)

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from wamdiff2_core.decoding.config import COMMIT_RULES, DecodeConfig
-from wamdiff2_core.decoding.reference import _Context, ar_decode, diffusion_decode
+from wamdiff2_core.decoding.reference import Context, ar_decode, diffusion_decode
 from wamdiff2_core.diffusion.layout import ar_inputs, diffusion_inputs
 from wamdiff2_core.model import masks
 from wamdiff2_core.model.prompt import prepare_prompt
@@ -30,7 +30,7 @@ def test_training_view_equals_cached_block_decode(tiny_diffusion, camera_images,
         train_logits = model.forward_logits(inputs.input_ids, inputs.mask, inputs.positions,
                                             **inputs.vision)
         prompt = prepare_prompt(model, batch, bs)
-        ctx = _Context(model, prompt, use_cache=True)
+        ctx = Context(model, prompt, use_cache=True)
         for b in range(n_blocks):
             sl = slice(b * bs, (b + 1) * bs)
             pos = prompt.answer_positions(b * bs, bs)
@@ -51,7 +51,7 @@ def test_ar_training_view_equals_cached_decode(tiny_ar, camera_images, prompts):
         full = model.forward_logits(inputs.input_ids, inputs.mask, inputs.positions,
                                     **inputs.vision)
         prompt = prepare_prompt(model, batch, 1)
-        ctx = _Context(model, prompt, use_cache=True)
+        ctx = Context(model, prompt, use_cache=True)
         torch.testing.assert_close(ctx.last_logits, full[:, inputs.prompt_len - 1:][:, :1],
                                    atol=1e-4, rtol=0)
         for j in range(5):

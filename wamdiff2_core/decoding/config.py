@@ -80,9 +80,8 @@ class DecodeConfig:
                              f"{self.constrained!r}")
         if self.mode not in DECODE_MODES:
             raise ValueError(f"mode must be one of {DECODE_MODES}, got {self.mode!r}")
-        if self.mode == "exact" and self.temperature > 0:
-            raise ValueError("exact mode returns the verifier's greedy answers; it does not "
-                             f"sample (temperature {self.temperature:g} asked)")
+        if self.mode == "exact":
+            check_exact(self)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -99,6 +98,14 @@ class DecodeConfig:
             return f"exact (the verifier's greedy answers), drafts: {rule}{threshold}, " \
                    f"block size: {block}"
         return f"{rule}{threshold}, steps: {steps}, block size: {block}"
+
+
+def check_exact(decode: DecodeConfig) -> None:
+    """ValueError (one sentence) for settings exact decoding cannot honour: sampling. Run by
+    ``DecodeConfig`` in exact mode and by the exact decoders, whatever mode they are given."""
+    if decode.temperature > 0:
+        raise ValueError("exact mode returns the verifier's greedy answers; it does not "
+                         f"sample (temperature {decode.temperature:g} asked)")
 
 
 def rule_chosen(decode: DecodeConfig) -> bool:

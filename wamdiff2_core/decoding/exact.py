@@ -27,14 +27,17 @@ that no later query sees. Positions (M-RoPE) follow the answer offset, not the s
 from __future__ import annotations
 
 import time
+from typing import NamedTuple
 
 import torch
 
 from wamdiff2_core.decoding.cancel import check_cancel
-from wamdiff2_core.decoding.config import DecodeConfig, ExactConfig, resolve_decode
+from wamdiff2_core.decoding.config import (DecodeConfig, ExactConfig, check_exact,
+                                          resolve_decode)
 from wamdiff2_core.decoding.constraints import sets, step
 from wamdiff2_core.decoding.constraints.automaton import DeviceAutomaton
 from wamdiff2_core.decoding.output import DecodeOutput, finish_rows
+from wamdiff2_core.decoding.reference import Context
 from wamdiff2_core.decoding.remasking import commit_mask, transfer_schedule, unsettled
 from wamdiff2_core.decoding.sampling import choose_tokens
 from wamdiff2_core.decoding.verify import (ExactStats, accept, check_verifier,
@@ -42,59 +45,16 @@ from wamdiff2_core.decoding.verify import (ExactStats, accept, check_verifier,
                                            path_states, row_budget, take_choices,
                                            verify_input)
 from wamdiff2_core.model import masks
-from wamdiff2_core.model.modeling import Wamdiff2Model, new_cache
+from wamdiff2_core.model.modeling import Wamdiff2Model
 from wamdiff2_core.model.prompt import Prompt, prepare_prompt
 
 
-def check_exact(cfg: DecodeConfig) -> None:
-    """ValueError (one sentence) for settings exact decoding cannot honour."""
-    if cfg.temperature > 0:
-        raise ValueError("exact mode returns the verifier's greedy answer; it does not "
-                         f"sample (temperature {cfg.temperature:g} asked)")
-
-
-class _Keys:
-    """What one model has cached for a prompt batch: the keys of the prompt and of every
-    answer position a forward kept, with each key's layout (type, block); rejected positions
-    stay cached as holes (type PAD)."""
-
-    def __init__(self, model: Wamdiff2Model, prompt: Prompt):
-        self.model, self.prompt = model, prompt
-        self.cache = new_cache(model)
-        self.types, self.blocks = prompt.types, prompt.blocks
-        out = model.forward_logits(prompt.input_ids, prompt.prefill_mask(), prompt.positions,
-                                   self.cache, use_cache=True, **prompt.vision)
-        self.last_logits = out[:, -1:]                                       # (B, 1, V)
-
-    def positions(self, offset: torch.Tensor, length: int) -> torch.Tensor:
-        """(3, B, length) M-RoPE positions of answer offsets ``offset`` (B,) onwards."""
-        rel = torch.arange(length, device=offset.device)
-        pos = (self.prompt.answer_start + offset).unsqueeze(-1) + rel
-        return pos.unsqueeze(0).expand(3, -1, -1)
-
-    def forward(self, x: torch.Tensor, types: torch.Tensor, blocks: torch.Tensor,
-                offset: torch.Tensor, keep: bool) -> torch.Tensor:
-        """Logits (B, K, V) of queries ``x`` (B, K) of layout ``types``/``blocks`` at answer
-        ``offset`` (B,) against every key so far; ``keep`` caches them (PAD queries become
-        holes), otherwise they are cropped off again."""
-        length = self.types.shape[1]
-        k_types = torch.cat([self.types, types], -1)
-        k_blocks = torch.cat([self.blocks, blocks], -1)
-        mask = masks.attention_mask(types, blocks, k_types, k_blocks, diagonal_offset=length)
-        out = self.model.forward_logits(x, mask, self.positions(offset, x.shape[1]),
-                                        self.cache, use_cache=True)
-        if keep:
-            self.types, self.blocks = k_types, k_blocks
-        else:
-            self.cache.crop(-x.shape[1])                     # negative: drop them
-        return out
-
-    def drop(self, keep: torch.Tensor) -> None:
-        """Turn the last ``keep.shape[1]`` cached positions into holes where ``keep`` (B, K)
-        is False."""
-        k = keep.shape[1]
-        self.types = torch.cat([self.types[:, :-k],
-                                torch.where(keep, self.types[:, -k:], masks.PAD)], -1)
+def _answer_positions(prompt: Prompt, offset: torch.Tensor, length: int) -> torch.Tensor:
+    """(3, B, length) M-RoPE positions of answer offsets ``offset`` (B,) onwards (rows at
+    different offsets, unlike ``Prompt.answer_positions``)."""
+    rel = torch.arange(length, device=offset.device)
+    pos = (prompt.answer_start + offset).unsqueeze(-1) + rel
+    return pos.unsqueeze(0).expand(3, -1, -1)
 
 
 class _Draft:
@@ -103,7 +63,7 @@ class _Draft:
     def __init__(self, model: Wamdiff2Model, prompt: Prompt, cfg: DecodeConfig, block: int,
                  draft_steps: int, auto: DeviceAutomaton | None):
         self.model, self.cfg, self.block, self.auto = model, cfg, block, auto
-        self.keys = _Keys(model, prompt)
+        self.keys = Context(model, prompt)
         self.schedule = transfer_schedule(block, draft_steps)
         self.mask_id, self.eoa = model.fields.mask_token_id, model.fields.eoa_token_id
 
@@ -125,7 +85,7 @@ class _Draft:
                 break             # (the first step always runs: the fast one commits in it)
             last = s == len(self.schedule) - 1
             check_cancel(steps)
-            logits = self.keys.forward(x, types, blocks, pos, keep=False)
+            logits = self.keys.logits(x, types, blocks, self._positions(pos), keep=False)
             if self.model.fields.shift:      # position i's prediction sits at i - 1 (the
                 logits = torch.cat([logits[:, :1], logits[:, :-1]], 1)   # first is fixed)
             if self.auto is not None:
@@ -149,7 +109,68 @@ class _Draft:
         (B, K) at answer offset ``pos`` (B,), as clean keys."""
         types, blocks = self.layout(index, masks.CLEAN)
         kept = torch.arange(self.block, device=x.device) < count.unsqueeze(-1)
-        self.keys.forward(x, torch.where(kept, types, masks.PAD), blocks, pos, keep=True)
+        self.keys.logits(x, torch.where(kept, types, masks.PAD), blocks, self._positions(pos),
+                         keep=True)
+
+    def _positions(self, offset: torch.Tensor) -> torch.Tensor:
+        return _answer_positions(self.keys.prompt, offset, self.block)
+
+
+class _Verdict(NamedTuple):
+    """What one verify gives: the tokens it read (B, W), which of them it kept (B, W), the
+    accepted counts (B,), the rows done (B,), its next token (B,), the draft with its choices
+    written (B, K) and the language states at the new offsets (B, S) or None."""
+    tokens: torch.Tensor
+    kept: torch.Tensor
+    count: torch.Tensor
+    done: torch.Tensor
+    next_token: torch.Tensor
+    window: torch.Tensor
+    entry: torch.Tensor | None
+
+
+class _Verifier:
+    """The verifier's side: its cache and one verify (plain code)."""
+
+    def __init__(self, model: Wamdiff2Model, prompt: Prompt, width: int, max_new: int,
+                 auto: DeviceAutomaton | None):
+        self.context = Context(model, prompt)
+        self.width, self.max_new, self.auto = width, max_new, auto
+        self.mask_id, self.eoa = model.fields.mask_token_id, model.fields.eoa_token_id
+        self.positions = torch.arange(width, device=model.device)                # (W,)
+
+    def first_token(self, pos: torch.Tensor, entry: torch.Tensor | None) -> torch.Tensor:
+        """(B,) the verifier's first answer token, from its prefill."""
+        return greedy_choice(self.context.last_logits, self.mask_id, self.auto,
+                             None if entry is None else entry.unsqueeze(1), pos,
+                             self.max_new)[:, 0]
+
+    def verify(self, window: torch.Tensor, start: torch.Tensor, pos: torch.Tensor,
+               done: torch.Tensor, entry: torch.Tensor | None, lookahead: bool) -> _Verdict:
+        """One causal forward over the draft ``window`` (B, K) from each row's position
+        ``start`` (B,) in it, at answer offset ``pos`` (B,); the rejected positions become
+        holes in the cache."""
+        x = verify_input(window, start, done, self.width, self.mask_id, self.eoa)  # (B, W)
+        prompt = self.context.prompt
+        # to the verifier each token is a block: it reads them causally
+        blocks = (prompt.first_block.long() + pos).unsqueeze(-1) + self.positions
+        logits = self.context.logits(x, torch.full_like(x, masks.CLEAN), blocks,
+                                     _answer_positions(prompt, pos, self.width), keep=True)
+        after = None
+        if self.auto is not None:
+            states = path_states(self.auto, entry, x, self.mask_id,
+                                 row_budget(self.auto, pos, self.width, self.max_new))
+            after = states[:, 1:]                                            # (B, W, S)
+        choice = greedy_choice(logits, self.mask_id, self.auto, after, pos + 1, self.max_new)
+        count, now_done, next_token = accept(x, choice, pos, done, self.eoa, self.max_new)
+        guess = guesses(logits, choice, self.mask_id, after)
+        window = take_choices(window, start, guess, count, done, lookahead)
+        kept = self.positions < count.unsqueeze(-1)
+        self.context.drop(kept)
+        if after is not None:
+            entry = states.gather(1, count.view(-1, 1, 1).expand(-1, 1,
+                                                                 states.shape[-1]))[:, 0]
+        return _Verdict(x, kept, count, now_done, next_token, window, entry)
 
 
 @torch.no_grad()
@@ -168,69 +189,51 @@ def exact_decode(model: Wamdiff2Model, verifier: Wamdiff2Model, batch: dict,
     cfg = resolve_decode(cfg, model.fields)
     check_exact(cfg)
     check_verifier(model, verifier)
-    k = cfg.block_size or model.fields.block_size
-    exact = exact.resolved(k, model.device)
+    block = cfg.block_size or model.fields.block_size
+    exact = exact.resolved(block, model.device)
     width, n = exact.verify_width, cfg.max_new_tokens
     eoa, mask_id = model.fields.eoa_token_id, model.fields.mask_token_id
-    rows = batch["input_ids"].shape[0]
+    rows, device = batch["input_ids"].shape[0], model.device
     stats = ExactStats(batch=rows)
-    dev = model.device
 
     t0 = time.perf_counter()
-    draft = _Draft(model, prepare_prompt(model, batch, k), cfg, k, exact.draft_steps,
+    draft = _Draft(model, prepare_prompt(model, batch, block), cfg, block, exact.draft_steps,
                    automaton)
-    ver = _Keys(verifier, prepare_prompt(verifier, batch, 1))
-    pos = torch.zeros(rows, dtype=torch.long, device=dev)           # answer tokens so far
-    done = torch.zeros(rows, dtype=torch.bool, device=dev)
+    ver = _Verifier(verifier, prepare_prompt(verifier, batch, 1), width, n, automaton)
+    pos = torch.zeros(rows, dtype=torch.long, device=device)        # answer tokens so far
+    done = torch.zeros(rows, dtype=torch.bool, device=device)
     entry = None                                              # the language states at pos
     if automaton is not None:
         entry = automaton.state_set(rows, automaton.start) * row_budget(automaton, pos, 0,
                                                                         n)[0]
-    g = greedy_choice(ver.last_logits, mask_id, automaton,
-                      None if entry is None else entry.unsqueeze(1), pos, n)[:, 0]   # (B,)
+    next_token = ver.first_token(pos, entry)                                   # (B,)
     stats.prefill_ms = (time.perf_counter() - t0) * 1e3
 
     t0 = time.perf_counter()
-    out = torch.full((rows, n + width), eoa, dtype=torch.long, device=dev)
-    arange_k, arange_w = torch.arange(k, device=dev), torch.arange(width, device=dev)
-    window, p0, drafts = None, pos, 0                 # the last draft, at answer offset p0
+    out = torch.full((rows, n + width), eoa, dtype=torch.long, device=device)
+    first = torch.arange(block, device=device) == 0
+    window, draft_start, drafts = None, pos, 0     # the last draft, at answer offset draft_start
     while not bool(done.all()):
-        if window is None or bool(needs_draft(pos - p0, done, k, exact.min_tail)):
+        if window is None or bool(needs_draft(pos - draft_start, done, block, exact.min_tail)):
             if window is not None:                   # its accepted part joins the cache
                 check_cancel(stats.forwards + stats.denoise_forwards + stats.verify_forwards)
-                draft.commit(window, pos - p0, drafts - 1, p0)
+                draft.commit(window, pos - draft_start, drafts - 1, draft_start)
                 stats.forwards += 1
-            x = torch.where(arange_k == 0, g.unsqueeze(-1), mask_id)
+            x = torch.where(first, next_token.unsqueeze(-1), mask_id)
             window, steps = draft.denoise(torch.where(done.unsqueeze(-1), eoa, x), drafts,
                                           pos, entry)
-            p0, drafts = pos, drafts + 1
+            draft_start, drafts = pos, drafts + 1
             stats.denoise_forwards += steps
             stats.drafts += 1
-        x = verify_input(window, pos - p0, done, width, mask_id, eoa)          # (B, W)
-        # to the verifier each token is a block: it reads them causally
-        v_blocks = (ver.prompt.first_block.long() + pos).unsqueeze(-1) + arange_w
         check_cancel(stats.forwards + stats.denoise_forwards + stats.verify_forwards)
-        logits = ver.forward(x, torch.full_like(x, masks.CLEAN), v_blocks, pos, keep=True)
-        states = None
-        if automaton is not None:
-            states = path_states(automaton, entry, x, mask_id,
-                                 row_budget(automaton, pos, width, n))     # (B, W+1, S)
-        choice = greedy_choice(logits, mask_id, automaton,
-                               None if states is None else states[:, 1:], pos + 1, n)
-        count, now_done, g = accept(x, choice, pos, done, eoa, n)
-        guess = guesses(logits, choice, mask_id, None if states is None else states[:, 1:])
-        window = take_choices(window, pos - p0, guess, count, done, exact.lookahead)
+        verdict = ver.verify(window, pos - draft_start, pos, done, entry, exact.lookahead)
         stats.verify_forwards += 1
         stats.blocks += 1
         stats.row_blocks += int((~done).sum())
-        kept = arange_w < count.unsqueeze(-1)
-        ver.drop(kept)
-        at = pos.unsqueeze(-1) + arange_w
-        out.scatter_(1, at, torch.where(kept, x, out.gather(1, at)))
-        if states is not None:
-            entry = states.gather(1, count.view(-1, 1, 1).expand(-1, 1,
-                                                                 states.shape[-1]))[:, 0]
-        pos, done = pos + count, now_done
+        at = pos.unsqueeze(-1) + ver.positions
+        out.scatter_(1, at, torch.where(verdict.kept, verdict.tokens, out.gather(1, at)))
+        window, entry, next_token = verdict.window, verdict.entry, verdict.next_token
+        pos, done = pos + verdict.count, verdict.done
     stats.forwards += stats.denoise_forwards + stats.verify_forwards
     stats.decode_ms = (time.perf_counter() - t0) * 1e3
     return finish_rows(out[:, :n], eoa, stats)

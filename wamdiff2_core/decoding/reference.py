@@ -54,11 +54,13 @@ def _constraint(model: Wamdiff2Model, cfg: DecodeConfig, language: AnswerLanguag
     return ReferenceConstraint.for_model(model, auto, cfg, rows)
 
 
-class _Context:
-    """Keys seen so far (prompt + committed blocks) and how a step is computed against them:
-    with the exact KV cache, or by recomputing the full sequence."""
+class Context:
+    """What one model has seen of a prompt batch (prompt + the answer positions a forward
+    kept, each with its layout: type, block) and how a forward is computed against it: with
+    the exact KV cache, or by recomputing the full sequence. The reference decoders and the
+    reference exact decoder (both of its models) read through it."""
 
-    def __init__(self, model: Wamdiff2Model, prompt: Prompt, use_cache: bool):
+    def __init__(self, model: Wamdiff2Model, prompt: Prompt, use_cache: bool = True):
         self.model, self.prompt, self.use_cache = model, prompt, use_cache
         self.types, self.blocks = prompt.types, prompt.blocks
         self.ids, self.positions = prompt.input_ids, prompt.positions
@@ -70,15 +72,16 @@ class _Context:
 
     def logits(self, x, types, blocks, positions, keep: bool) -> torch.Tensor:
         """Logits of queries ``x`` (B, K) of the given layout against everything so far;
-        ``keep`` appends them to the context (a commit pass)."""
+        ``keep`` appends them to the context (a commit pass; PAD queries become holes that
+        no later query sees, ``drop``), otherwise they are cropped off again."""
         k_types = torch.cat([self.types, types], -1)
         k_blocks = torch.cat([self.blocks, blocks], -1)
         if self.use_cache:
-            length = self.cache.get_seq_length()
-            mask = masks.attention_mask(types, blocks, k_types, k_blocks)
+            mask = masks.attention_mask(types, blocks, k_types, k_blocks,
+                                        diagonal_offset=self.types.shape[1])
             out = self.model.forward_logits(x, mask, positions, self.cache, use_cache=True)
             if not keep:
-                self.cache.crop(length - self.cache.get_seq_length())  # negative: drop them
+                self.cache.crop(-x.shape[1])                     # negative: drop them
         else:
             ids = torch.cat([self.ids, x], -1)
             pos = torch.cat([self.positions, positions], -1)
@@ -91,6 +94,13 @@ class _Context:
         if keep:
             self.types, self.blocks = k_types, k_blocks
         return out
+
+    def drop(self, keep: torch.Tensor) -> None:
+        """Turn the last ``keep.shape[1]`` positions into holes where ``keep`` (B, K) is
+        False."""
+        k = keep.shape[1]
+        self.types = torch.cat([self.types[:, :-k],
+                                torch.where(keep, self.types[:, -k:], masks.PAD)], -1)
 
 
 @torch.no_grad()
@@ -113,7 +123,7 @@ def diffusion_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = Deco
 
     t0 = time.perf_counter()
     prompt = prepare_prompt(model, batch, block_size)
-    ctx = _Context(model, prompt, use_cache)
+    ctx = Context(model, prompt, use_cache)
     cons = _constraint(model, cfg, language, automaton, prompt.batch)
     shift, carry = model.fields.shift, ctx.last_logits     # carry: the shifted model's (B, 1, V)
     stats.prefill_ms = _ms(t0)
@@ -185,7 +195,7 @@ def ar_decode(model: Wamdiff2Model, batch: dict, cfg: DecodeConfig = DecodeConfi
 
     t0 = time.perf_counter()
     prompt = prepare_prompt(model, batch, 1)
-    ctx = _Context(model, prompt, use_cache)
+    ctx = Context(model, prompt, use_cache)
     cons = _constraint(model, cfg, language, automaton, prompt.batch)
     done = torch.zeros(prompt.batch, dtype=torch.bool, device=model.device)
 
