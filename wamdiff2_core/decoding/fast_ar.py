@@ -106,44 +106,45 @@ def decode(runner: FastRunner, batch: dict, cfg: DecodeConfig,
         gen = torch.Generator(device=model.device).manual_seed(cfg.seed)
         rows = batch["input_ids"].shape[0]
         stats = DecodeStats(batch=rows)
-        bb = runner.bucket(rows)
+        bucket = runner.bucket(rows)
         greedy = cfg.temperature == 0
         n = cfg.max_new_tokens
-        key = ("ar", bb, greedy) + ((auto.language,) if auto else ())
-        st: ARState = runner.state(key, batch["input_ids"].shape[1] + n,
-                                   lambda length: ARState(runner, bb, greedy, length, auto))
+        key = ("ar", bucket, greedy) + ((auto.language,) if auto else ())
+        state: ARState = runner.state(key, batch["input_ids"].shape[1] + n,
+                                      lambda length: ARState(runner, bucket, greedy, length,
+                                                             auto))
 
         t0 = time.perf_counter()
         prompt = prepare_prompt(model, batch, 1)
-        dyn, last_logits, lengths = runner.prefill(prompt)
-        st.done.zero_()
-        st.c.zero_()
-        if st.cons:
-            st.cons.start(n, rows)
-        tok = st.choose(last_logits, cfg.temperature, gen, rows, st.c)            # (B, 1)
-        st.cache.load_prefill(dyn, lengths)
-        st.base.copy_(runner.row_lengths(lengths, bb))
-        cos, sin = runner.rope_rows(prompt, bb, n)                                 # (Bb, N, D)
-        st.cos[:, :n] = cos
-        st.sin[:, :n] = sin
-        st.tok.fill_(eoa)
-        st.tok[:rows] = tok
-        st.out.fill_(eoa)
-        st.out[:rows, :1] = tok
-        st.done.copy_(st.tok[:, 0] == eoa)       # padding rows hold eoa: done from the start
-        st.c.zero_()
+        keys_values, last_logits, lengths = runner.prefill(prompt)
+        state.done.zero_()
+        state.c.zero_()
+        if state.cons:
+            state.cons.start(n, rows)
+        tok = state.choose(last_logits, cfg.temperature, gen, rows, state.c)            # (B, 1)
+        state.cache.load_prefill(keys_values, lengths)
+        state.base.copy_(runner.row_lengths(lengths, bucket))
+        cos, sin = runner.rope_rows(prompt, bucket, n)                                 # (Bb, N, D)
+        state.cos[:, :n] = cos
+        state.sin[:, :n] = sin
+        state.tok.fill_(eoa)
+        state.tok[:rows] = tok
+        state.out.fill_(eoa)
+        state.out[:rows, :1] = tok
+        state.done.copy_(state.tok[:, 0] == eoa)       # padding rows hold eoa: done from the start
+        state.c.zero_()
         sync(runner.device)
         stats.prefill_ms = (time.perf_counter() - t0) * 1e3
 
         t0 = time.perf_counter()
         for j in range(1, n):
-            if (j - 1) % runner.sync_every == 0 and bool(st.done.all()):   # the done-check
+            if (j - 1) % runner.sync_every == 0 and bool(state.done.all()):   # the done-check
                 break
             check_cancel(stats.forwards)
-            st.attn.plan([m + j for m in lengths] + [j] * (bb - rows))
-            st.run_step(cfg.temperature, gen, rows)
+            state.attn.plan([m + j for m in lengths] + [j] * (bucket - rows))
+            state.run_step(cfg.temperature, gen, rows)
             stats.forwards += 1
         stats.blocks = stats.forwards + 1
         sync(runner.device)
         stats.decode_ms = (time.perf_counter() - t0) * 1e3
-        return finish_rows(st.out[:rows, :stats.blocks], eoa, stats)
+        return finish_rows(state.out[:rows, :stats.blocks], eoa, stats)
