@@ -234,12 +234,14 @@ def test_steps_never_sync_the_host(drafter, verifier, camera_images, prompts):
         cfg = DecodeConfig(max_new_tokens=24, constrained=constrained)
         auto = automaton_for(drafter, language, 24) if language else None
         fast_exact_decode(runner, v_runner, batch, cfg, ExactConfig(2, 2, 4), auto)
-        (st,) = [s for key, s in runner.states.items() if key[0] == "exact"]
+        (draft,) = [s for key, s in runner.states.items() if key[0] == "exact"]
+        (verify,) = v_runner.states.values()          # the verifier's state in its runner
+        assert verify.draft is draft and not any(k[0] == "verify" for k in runner.states)
         with runner.no_autograd(), HostSyncSpy() as spy:
-            st.begin()
+            draft.begin()
             for first, last in ((True, False), (False, True)):
-                st.drafts[(first, last)]()
-            st.verify()
+                draft.drafts[(first, last)]()
+            verify.verify()
         assert spy.seen == []
 
 

@@ -6,13 +6,15 @@ is registered or cached anywhere else. In the order it comes to exist (nano-vllm
 model runner):
 
 1. the model, loaded by the caller (weights, processor, diffusion fields);
-2. with the fast backend, the device runner (``runner.FastRunner``): the static text model
-   over the model's weights, the execution mode (eager, compiled, CUDA graphs), the
-   attention backend and the graph memory pool;
+2. with the fast backend, one device runner (``runner.FastRunner``) per model it decodes
+   with (the model's; in exact mode the verifier's too): the static text model over that
+   model's weights, the execution mode (eager, compiled, CUDA graphs), the attention
+   backend, the graph memory pool and that model's decoder states;
 3. per shape (batch bucket, block size, commit rule, greedy or sampled, fused commit,
-   answer language), a decoder state: the static KV cache, the input buffers and the
-   compiled or captured steps, built on the first decode of that shape or up front by
-   ``warmup``;
+   answer language), a decoder state in each runner that decodes it: the static KV cache,
+   the input buffers and the compiled or captured steps, built on the first decode of that
+   shape or up front by ``warmup`` (exact mode: the drafter's state in the model's runner,
+   the verify state in the verifier's);
 4. the answer languages' automata (``decoding.constraints``), compiled on first use.
 
 ``decode`` is the one dispatch from a caller to a decoder: it settles the commit rule
@@ -63,7 +65,8 @@ class DecodingEngine:
         self.lock = threading.Lock()
         self.verifier_spec = verifier           # as given; ``exact_verifier()`` loads it
         self._verifier: Wamdiff2Model | None = None
-        self._verifier_runner: FastRunner | None = None
+        # exact mode's verifier decodes with a runner of its own (its cache, its steps)
+        self.verifier_runner: FastRunner | None = None
 
     def __repr__(self) -> str:
         where = f", mode {self.runner.mode}" if self.runner else ""
@@ -156,9 +159,9 @@ class DecodingEngine:
         verifier = self._exact_verifier()
         if self.runner is None:
             return exact.exact_decode(self.model, verifier, batch, cfg, self.exact, auto)
-        if self._verifier_runner is None:
-            self._verifier_runner = FastRunner(verifier, self.fast)
-        return fast_exact.fast_exact_decode(self.runner, self._verifier_runner, batch, cfg,
+        if self.verifier_runner is None:
+            self.verifier_runner = FastRunner(verifier, self.fast)
+        return fast_exact.fast_exact_decode(self.runner, self.verifier_runner, batch, cfg,
                                             self.exact, auto)
 
     def warmup(self, batch: dict, cfg: DecodeConfig,

@@ -4,8 +4,9 @@ capture the step graphs -> replay).
 
 ``FastRunner`` holds what every fast decoder of a model shares: the compact text forward,
 the execution mode, the attention backend choice, the graph memory pool, and the per-shape
-states (static cache + buffers + compiled/captured steps), built once per
-(kind, batch bucket, block size, ...) and reused across calls. Its owner is a
+states of this model (static cache + buffers + compiled/captured steps), built once per
+(kind, batch bucket, block size, ...) and reused across calls; nothing of another model
+lives here (exact mode's verifier has a runner of its own). Its owner is a
 ``engine.DecodingEngine``, which serialises the calls that use it.
 """
 from __future__ import annotations
@@ -71,11 +72,13 @@ class FastRunner:
     def cache_len(self, needed: int) -> int:
         return round_up(max(needed, self.cfg.min_len), self.cfg.len_multiple)
 
-    def state(self, key: tuple, needed_len: int, build):
-        """The state for ``key`` with a cache of at least ``needed_len`` slots; ``build(L)``
-        creates one (and is timed into ``build_s``)."""
+    def state(self, key: tuple, needed_len: int, build, fits=None):
+        """The state for ``key`` with a cache of at least ``needed_len`` slots (and, with
+        ``fits``, one that ``fits(state)`` accepts: exact mode's verify state must be the one
+        built for the drafter's current state); ``build(L)`` creates one (and is timed into
+        ``build_s``)."""
         st = self.states.get(key)
-        if st is None or st.cache.max_len < needed_len:
+        if st is None or st.cache.max_len < needed_len or (fits is not None and not fits(st)):
             t0 = time.perf_counter()
             self.states.pop(key, None)
             try:

@@ -111,12 +111,12 @@ def verify_latency(model: Wamdiff2Model, verifier: Wamdiff2Model, sample, batch:
     engine = DecodingEngine(diff, "fast", fast, verifier=verifier, exact=exact)
     engine.decode(enc, DecodeConfig(block_size=block, max_new_tokens=2 * block,
                                     constrained=False, mode="exact"))
-    (st,) = [s for key, s in engine.runner.states.items() if key[0] == "exact"]
+    (st,) = [s for key, s in engine.verifier_runner.states.items() if key[0] == "verify"]
 
     def rewind():                            # every timed verify reads from offset 0
-        st.pos.zero_()
-        st.p0.zero_()
-        st.done.zero_()
+        st.rows.pos.zero_()
+        st.rows.draft_start.zero_()
+        st.rows.done.zero_()
 
     def verify():
         rewind()
