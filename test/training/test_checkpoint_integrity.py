@@ -81,6 +81,8 @@ DAMAGE = {
         or write_manifest(new), "overflows a float"),
     "optimizer lr abc": (lambda new, old: edit_state(new, lambda s: _group(s, "lr", "abc")),
                          "lr must be a number"),
+    "junk optimizer setting": (lambda new, old: edit_state(
+        new, lambda s: _group(s, "foo", {"a": [1]})), "foo must be a plain value"),
     "junk scheduler": (lambda new, old: edit_state(
         new, lambda s: s["scheduler"].update(optimizer="junk")), "unknown key 'optimizer'"),
     "scheduler base_lrs": (lambda new, old: edit_state(

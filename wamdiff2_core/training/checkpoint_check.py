@@ -168,6 +168,11 @@ def _group_problem(i: int, group) -> str | None:
             return f"{where}: {key} must be true, false or null"
     if not isinstance(group.get("name", ""), str):
         return f"{where}: name must be a string"
+    known = {"params", "betas", "name", *_GROUP_NUMBERS, *_GROUP_FLAGS}
+    for key, value in group.items():             # another torch version's settings
+        if key not in known and not (value is None or isinstance(value, (bool, int, str)) or
+                                     _finite(value, -1e6, 1e6)):
+            return f"{where}: {str(key)[:40]} must be a plain value"
     return None
 
 
