@@ -22,14 +22,15 @@
 #            (scripts/fsdp_gpu_step.py): step time, tokens/s, MFU, peak memory against
 #            `wamdiff2 memory-plan`'s figure
 # Extra steps, run only when STEPS names them: fi-tests, fi-decode (FlashInfer: its tests, and
-# the decode step with FlashInfer attention; need its wheels: GPU_WHEELS_GPU=1 in
-# scripts/gpu_wheels.sh), compile-tests, compile-decode (torch.compile then CUDA graphs),
-# tests-all (every GPU decoder test without FlashInfer or torch.compile).
+# the decode step with FlashInfer attention, where FlashInfer is installed: its wheels do not
+# fit in what a lent machine's call may carry), compile-tests, compile-decode (torch.compile
+# then CUDA graphs), tests-all (every GPU decoder test without FlashInfer or torch.compile).
 #
 #   bash scripts/gpu_check.sh                      # the default steps
 #   STEPS="decode fsdp" bash scripts/gpu_check.sh  # some steps; B_DECODE=200 another budget
 #   GPU_CHECK_DRY_RUN=1 bash scripts/gpu_check.sh  # the same steps on the tiny preset, CPU
-#                                                  # (timeouts: budget x GPU_CHECK_DRY_SLACK=3)
+#                                                  # (timeouts: budget x GPU_CHECK_DRY_SLACK=3;
+#                                                  # ROS and the simulator hidden, as there)
 #   GPU_CHECK_ROS=0 bash scripts/gpu_check.sh      # the node step times the bare planner only
 #
 # Results: $OUT/summary.json (device, driver, torch, each step's status, figures and raw
@@ -46,7 +47,8 @@ mkdir -p "$WORK" && : > "$WORK/steps.tsv" || exit 1
 DRY=${GPU_CHECK_DRY_RUN:-0}
 PY=${PYTHON:-python3}
 LIMIT=480
-STEPS=${STEPS:-wheels tests decode predict node fsdp}
+DEFAULT_STEPS="wheels tests decode predict node fsdp"
+STEPS=${STEPS:-$DEFAULT_STEPS}
 BUNDLED_TPF=${BUNDLED_TPF:-7.64}            # the bundled model, unconstrained, fast decoder
 BUNDLED_EXACT_TPF=${BUNDLED_EXACT_TPF:-5.40}  # the same in exact mode (drafts and verifies)
 declare -A BUDGET=([wheels]=${B_WHEELS:-25} [tests]=${B_TESTS:-60} [decode]=${B_DECODE:-115}
@@ -89,7 +91,7 @@ if [ "$DRY" = 1 ]; then      # the same steps, sized for the tiny preset on the 
           --latency-modes eager --image-size 64x48)
   PREDICT=(--records 4 --configs 1x1,1x2,1x4 --first-records 2 --image-size 64x48
            --block-size 4 --max-new-tokens 8 --no-constrained)
-  NODE=(--frames 2 --size 64x48 --no-ros --block-size 4 --max-new-tokens 8 --no-constrained)
+  NODE=(--frames 2 --size 64x48 --block-size 4 --max-new-tokens 8 --no-constrained)
   # the device's budgets are printed and checked; a CPU shared with other work gets longer
   SLACK=${GPU_CHECK_DRY_SLACK:-3}
   FSDP=(--preset tiny --pixels 16384 --steps 2 --image 320x180)
@@ -128,7 +130,7 @@ run_step() {  # run_step NAME COMMAND...: stdout to WORK/NAME.out, stderr to WOR
 wheels() {  # install .whl/ into /tmp/site, first on PYTHONPATH once installed
   if [ "$DRY" = 1 ]; then
     echo "wheels: skipped: dry run (the CPU's own environment)"
-    record wheels 0 0 "dry run: the CPU's own environment"
+    record wheels 0 0 "dry run: the CPU's own environment, less what the device lacks"
   elif ! ls .whl/*.whl > /dev/null 2>&1; then
     echo "wheels: skipped: no .whl/ (scripts/gpu_wheels.sh makes it): the image's packages"
     record wheels 0 0 "no .whl/: the image's own packages"
@@ -169,6 +171,8 @@ main() {
   [ "$SLACK" = 1 ] ||
     echo "dry run: each step's timeout is its budget x$SLACK (a CPU shared with other work)"
   export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
+  # a dry run imports as the device does: no ROS, simulator or bag packages there
+  [ "$DRY" = 1 ] && export PYTHONPATH=$PWD/scripts/gpu_dry_run:$PWD
   export FLASHINFER_CUDA_ARCH_LIST=${FLASHINFER_CUDA_ARCH_LIST:-9.0}
   # a rerun without the wheels step on the same machine finds them installed already
   if [ "$DRY" != 1 ] && [ -d /tmp/site ]; then export PYTHONPATH=/tmp/site:$PWD; fi
@@ -190,8 +194,12 @@ main() {
       tests-all) tests tests-all test/decoding -k "not flashinfer and not compiled" ;;
     esac
   done
+  local cmd="bash scripts/gpu_check.sh"
+  [ "$STEPS" = "$DEFAULT_STEPS" ] || cmd="STEPS=\"$STEPS\" $cmd"
+  [ "$DRY" = 1 ] && cmd="GPU_CHECK_DRY_RUN=1 $cmd"
   "$PY" scripts/gpu_summary.py "$WORK" "$OUT" --steps "$STEPS" --budget-total "$total" \
-    --dry-run "$DRY" --bundled-tpf "$BUNDLED_TPF" --bundled-exact-tpf "$BUNDLED_EXACT_TPF"
+    --dry-run "$DRY" --bundled-tpf "$BUNDLED_TPF" --bundled-exact-tpf "$BUNDLED_EXACT_TPF" \
+    --command "$cmd"
 }
 
 main 2>&1 | tee "$OUT/gpu_check.log"

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "gpu_check.sh"
 STEPS = ["wheels", "tests", "decode", "predict", "node", "fsdp"]
 # the skips a CPU dry run may report, each with the reason it must give
-HONEST_SKIPS = {"wheels": "dry run", "tests": "needs a CUDA GPU", "node": "ROS turned off"}
+HONEST_SKIPS = {"wheels": "dry run", "tests": "needs a CUDA GPU", "node": "no rclpy"}
 
 
 def load_script(name: str):
@@ -84,7 +84,9 @@ def test_the_figures_come_from_the_steps_runs(dry_run):
     assert all(c["answers_differing_from_first"] == 0 for c in configs)
     node = steps["node"]["figures"]
     assert node["planner_ms"]["n"] == 2 and node["planner_ms"]["p99"] > 0
-    assert node["node"] is None and node["frames_source"] == "synthetic noise"
+    # the dry run hides ROS as the device lacks it: the node step found no rclpy itself
+    assert node["node"] is None and node["node_skipped"] == "no rclpy"
+    assert node["frames_source"] == "synthetic noise"
     fsdp = steps["fsdp"]["figures"]
     assert fsdp["step_seconds"] > 0 and fsdp["tokens_per_s"] > 0 and fsdp["planned_gib"] > 0
 
@@ -92,7 +94,7 @@ def test_the_figures_come_from_the_steps_runs(dry_run):
 def test_the_table_names_every_step_and_out_holds_three_files(dry_run):
     proc, out, _ = dry_run
     table = (out / "summary.md").read_text()
-    assert "torch" in table and "dry run" in table
+    assert "torch" in table and "`GPU_CHECK_DRY_RUN=1 bash scripts/gpu_check.sh`" in table
     for name in STEPS:
         assert re.search(rf"^\| {name} \| (ok|skipped) \| .+ \| \d+ \(\d+\) \|$", table, re.M)
     assert table.strip() in proc.stdout
@@ -107,7 +109,9 @@ def test_a_step_whose_budget_runs_out_says_what_it_skipped(tmp_path):
     assert "budget total: 1 s" in proc.stdout
     assert re.search(r"^decode: SKIPPED after \d+ s, its budget ran out: skipped the whole",
                      proc.stdout, re.M), proc.stdout
-    (step,) = json.loads((out / "summary.json").read_text())["steps"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["command"] == 'GPU_CHECK_DRY_RUN=1 STEPS="decode" bash scripts/gpu_check.sh'
+    (step,) = summary["steps"]
     assert step["status"] == "skipped" and "budget of 1 s ran out" in step["reason"]
     assert proc.returncode == 0
 
