@@ -230,3 +230,18 @@ def test_export_target_problems_are_one_sentence_before_any_work(finished, tmp_p
     assert_one_sentence(code, capsys.readouterr().err, phrase)
     assert (tmp_path / "full" / "keep.txt").read_text() == "mine"
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp-")]
+
+
+def test_a_shard_of_another_run_is_refused(finished, toy_data, tmp_path_factory, tmp_path,
+                                           capsys):
+    other = tmp_path_factory.mktemp("other") / "run"
+    assert main(argv(toy_data, other) + ["optim.lr=5e-4"]) == 0
+    run, newest, previous = copy_run(finished, tmp_path)
+    theirs = shard(other / "checkpoints" / ckpt.step_dir_name(STEPS))
+    assert theirs.stat().st_size == shard(newest).stat().st_size      # same size, same name
+    shutil.copy(theirs, shard(newest))
+    capsys.readouterr()
+    assert main(argv(toy_data, run, resume=True)) == 0
+    captured = capsys.readouterr()
+    assert "has another content than was written" in captured.err
+    assert f"resumed from {previous} at step {STEPS - 2}" in captured.out
