@@ -32,8 +32,8 @@ def main(out: Path, preset: str, pixels: int, steps: int = 4,
                  "train.precision=bf16", "train.global_batch=1", "train.micro_batch=1",
                  f"train.steps={steps}", "optim.warmup_steps=0", "output.save_every=1000",
                  "output.log_every=1", "output.tensorboard=false", f"output.dir={run}"]
-    subprocess.run([str(Path(sys.executable).parent / "torchrun"), "--nproc_per_node", "1",
-                    "--master_addr", "127.0.0.1", "--master_port", str(free_port())] + wamdiff2
+    subprocess.run(torchrun() + ["--nproc_per_node", "1", "--master_addr", "127.0.0.1",
+                                 "--master_port", str(free_port())] + wamdiff2
                    + ["train", "--config", "block32.yaml"] + overrides, check=True)
     memory = json.loads((run / "memory.json").read_text())["ranks"][0]
     rows = json_rows(run / "metrics.csv")
@@ -81,6 +81,13 @@ def write_data(folder: Path, frames: int = 4, size: tuple[int, int] = (1920, 108
             k, [name], tasks.planning_prompt("straight", (8.0, 0.0), (0.1, 0.0)),
             tasks.format_waypoints(waypoints), "planning"))
     (folder / tasks.RECORDS_FILE).write_text(json.dumps(records))
+
+
+def torchrun() -> list[str]:
+    """torchrun beside this interpreter, else its module (an image whose python3 is not in the
+    environment's bin folder)."""
+    exe = Path(sys.executable).parent / "torchrun"
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "torch.distributed.run"]
 
 
 def free_port() -> int:
