@@ -122,3 +122,28 @@ def test_the_planner_threads_its_cancel_flag_to_plans_answers_and_detections(tin
     clear = threading.Event()
     assert planner.answer([image], "what?", cancel=clear).text == \
         planner.answer([image], "what?").text
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("paradigm", ["diffusion", "ar"])
+def test_cuda_graphs_stop_between_replays_and_replay_the_same_after(paradigm, camera_images,
+                                                                    prompts):
+    """On a GPU the flag is read between graph replays (a host read, no sync): a clear flag
+    gives the graphs' tokens, a set one stops at the next read, and the engine's captured
+    states give the same tokens after a cancelled decode."""
+    from wamdiff2_core.model.modeling import Wamdiff2Model
+
+    model = Wamdiff2Model.from_preset("tiny", paradigm=paradigm, block_size=4, seed=0,
+                                      device="cuda")
+    batch = model.processor.encode_prompts([prompts[1]], [[camera_images[0]]])
+    cfg = DecodeConfig(block_size=4, max_new_tokens=12, steps_per_block=4) \
+        if paradigm == "diffusion" else DecodeConfig(max_new_tokens=8)
+    engine = DecodingEngine(model, "fast", FastConfig(mode="graphs", attention="sdpa"))
+    plain = engine.decode(batch, cfg)
+    flag = CountingFlag()
+    with cancel_scope(flag):
+        assert engine.decode(batch, cfg).sequences == plain.sequences
+    assert flag.reads == plain.stats.forwards
+    with pytest.raises(DecodeCancelled), cancel_scope(CountingFlag(3)):
+        engine.decode(batch, cfg)
+    assert engine.decode(batch, cfg).sequences == plain.sequences
