@@ -180,7 +180,8 @@ def step_result(name: str, work: Path, rec: dict | None, a: argparse.Namespace) 
         got = {"failed": f"its output could not be read ({type(exc).__name__}: {exc})"}
     if rec["rc"] != 0 and not (name in TEST_STEPS and "failed" in got):
         # a test step's own count says more; any other step's last error line says most
-        got["failed"] = f"exit status {rec['rc']}: " + last_line(work / f"{name}.err")
+        got["failed"] = f"exit status {rec['rc']}: " + last_line(work / f"{name}.err",
+                                                                  work / f"{name}.out")
     status = "failed" if "failed" in got else "skipped" if "skipped" in got else "ok"
     return base | {"status": status, "reason": got.get("failed") or got.get("skipped"),
                    "figure": got.get("figure", ""), "figures": got.get("figures", {}),
@@ -205,9 +206,13 @@ def parse_step(name: str, work: Path, a: argparse.Namespace) -> dict:
     return got | {"raw": raw}
 
 
-def last_line(path: Path) -> str:
-    lines = path.read_text().strip().splitlines() if path.exists() else []
-    return lines[-1][:300] if lines else "(no output)"
+def last_line(*paths: Path) -> str:
+    """The last line of the first of ``paths`` that holds any (pytest reports to stdout)."""
+    for path in paths:
+        lines = path.read_text().strip().splitlines() if path.exists() else []
+        if lines:
+            return lines[-1][:300]
+    return "(no output)"
 
 
 def environment(dry_run: bool) -> dict:

@@ -124,16 +124,21 @@ def test_an_unknown_step_is_refused_before_anything_runs(tmp_path):
 
 def test_a_failed_step_fails_the_summary_with_its_reason(tmp_path):
     summary = load_script("gpu_summary")
-    (tmp_path / "steps.tsv").write_text("decode\t2\t3\t115\t\npredict\t0\t9\t100\t\n")
+    (tmp_path / "steps.tsv").write_text("decode\t2\t3\t115\t\npredict\t0\t9\t100\t\n"
+                                        "tests\t4\t5\t60\t\n")
+    # a test id that no longer exists: pytest says so on stdout and exits 4
+    (tmp_path / "tests.out").write_text("ERROR: not found: test_x.py::test_y[a]\n"
+                                        "no tests ran in 0.10s\n")
     (tmp_path / "decode.err").write_text("wamdiff2 bench: error: no such preset\n")
     rows = [{"processes": 1, "batch_size": b, "samples_per_s": 1.0, "tokens_per_s": 9.0,
              "answers_differing_from_first": d, "answers_compared": 4}
             for b, d in ((1, 0), (32, 3))]
     (tmp_path / "predict.out").write_text(json.dumps({"configs": rows}))
     assert summary.main([str(tmp_path), str(tmp_path / "out"), "--steps",
-                         "decode predict node"]) == 1
+                         "decode predict node tests"]) == 1
     steps = json.loads((tmp_path / "out" / "summary.json").read_text())["steps"]
-    assert [s["status"] for s in steps] == ["failed", "failed", "failed"]
+    assert [s["status"] for s in steps] == ["failed"] * 4
+    assert steps[3]["reason"] == "exit status 4: no tests ran in 0.10s"
     assert "exit status 2: wamdiff2 bench: error: no such preset" in steps[0]["reason"]
     assert "3 of 4 differ at batch 32" in steps[1]["figure"]
     assert "stopped before this step" in steps[2]["reason"]
