@@ -122,6 +122,7 @@ def test_directory_missing_loop_and_empty_path(tmp_path):
     assert "loop" in refusal(read_json, loop, WHAT) or "cannot be read" in refusal(
         read_json, loop, WHAT)
     assert "empty path" in refusal(read_json, "", WHAT)
+    assert "not a valid path" in refusal(read_json, "a\0b.json", WHAT)
 
 
 def test_check_regular_resolves_symlinks(tmp_path):

@@ -93,6 +93,8 @@ def check_regular(path: str | os.PathLike, what: str) -> Path:
         raise UserFileError(path, what, "is a symlink loop") from None
     except OSError as exc:
         raise UserFileError(path, what, f"cannot be read ({exc.strerror or exc})") from None
+    except ValueError:                            # a NUL byte in the path
+        raise UserFileError(repr(str(path)), what, "is not a valid path") from None
     kind = _kind(mode)
     if kind is not None:
         shown = f" (it points to {real})" if str(real) != os.path.abspath(path) else ""
