@@ -18,6 +18,7 @@ PACKAGES = ("wamdiff2_core", "wamdiff2_ros")
 #: Units and their layers: a unit may import units of lower layers only. Units of one layer
 #: are independent of each other.
 LAYERS = {
+    "wamdiff2_core.user_files": -1,   # files users hand the project, read with limits
     "wamdiff2_core": 0,               # the package root: version only
     "wamdiff2_ros": 0,
     "wamdiff2_core.geometry": 0,      # plane geometry (numpy)
