@@ -95,9 +95,10 @@ def read_input(data: str, image_root: str | None, option: str = "--input"):
 
 
 def announce(command: str, root) -> None:
-    """The image-path rule, once at the start of a run (rank 0 alone under torchrun)."""
+    """The image-path rule, once at the start of a run (rank 0 alone under torchrun), as a
+    note: a refusal after it is still the one sentence of the run."""
     if os.environ.get("RANK", "0") == "0":
-        print(f"{command}: {root.describe()}", file=sys.stderr, flush=True)
+        print(f"note: {command}: {root.describe()}", file=sys.stderr, flush=True)
 
 
 def manifest(args: argparse.Namespace, planner, records: list, image_root: Path) -> dict:
