@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-import yaml
-
+from wamdiff2_core.user_files import UserFileError, parse_yaml
 from wamdiff2_ros.node.params import SPECS
 
 _ROS_ARGS, _END = "--ros-args", "--"
@@ -63,9 +62,11 @@ def check_override_types(argv: Iterable[str]) -> None:
         if spec is None:
             continue
         try:
-            value = yaml.safe_load(text) if text else ""
-        except yaml.YAMLError:
-            value = text
+            value = parse_yaml(text, name, "parameter") if text else ""
+        except UserFileError as exc:
+            if not exc.problem.startswith("is not valid YAML"):
+                raise ValueError(str(exc)) from None   # nesting or aliases past the limits
+            value = text                              # rcl reads it as a string too
         if not _same_type(spec.default, value):
             raise ValueError(f"{name}: expects {_type_name(spec.default)}, got {text!r} "
                              f"({_type_name(value)}) from -p")

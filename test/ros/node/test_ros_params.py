@@ -289,6 +289,17 @@ def test_overrides_of_the_right_type_and_other_arguments_pass():
     check_override_types(argv)              # a number given to a string parameter is text
 
 
+def test_overrides_nested_past_the_limit_are_one_sentence():
+    """A `-p` value is read with the limits of every user file: nesting past the cap is
+    refused naming the parameter (not a RecursionError), malformed YAML stays text."""
+    from wamdiff2_ros.node.overrides import check_override_types
+
+    deep = ["planner_node", "--ros-args", "-p", "tasks:=" + "[" * 5000]
+    with pytest.raises(ValueError, match="parameter tasks"):
+        check_override_types(deep)
+    check_override_types(["planner_node", "--ros-args", "-p", "checkpoint:=a: b: c"])
+
+
 def test_main_exits_2_on_malformed_ros_arguments(capsys):
     assert main(["planner_node", "--ros-args", "-p", "dtype:="]) == 2
     assert "dtype" in capsys.readouterr().err
