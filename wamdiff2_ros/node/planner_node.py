@@ -120,7 +120,7 @@ class PlannerNode(ParameterChanges, LifecycleNode):
         values = {"dds": self.dds}
         if planner is not None:            # the resolved settings: what it decodes with
             values["decode"] = planner.decode.summary()
-            values["plan_decode"] = (planner.plan_decode or planner.decode).summary()
+            values["plan_decode"] = planner.plan_decode.summary()
         msg.status[0].values += [KeyValue(key=k, value=v) for k, v in values.items()]
         return msg
 
