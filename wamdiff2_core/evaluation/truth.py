@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from wamdiff2_core.tasks import (AnswerParseError, parse_detections, parse_waypoints,
-                                 record_prompt_and_answer)
+from wamdiff2_core.tasks import (AnswerParseError, answer_task, parse_detections,
+                                 parse_waypoints, record_prompt_and_answer)
 
 from .requests import MAX_RECORD_CHARS, check_text
 
@@ -29,22 +29,6 @@ class Unscorable(ValueError):
     def __init__(self, reason: str, task: str | None = None) -> None:
         super().__init__(reason)
         self.task = task
-
-
-def answer_task(answer: str | None) -> str | None:
-    """The task an answer's format says (as ``tasks.record_task`` reads the reference's
-    data): eight waypoints -> planning, a box list -> detection, other text -> qa; None
-    for no answer."""
-    if answer is None or not answer.strip():
-        return None
-    for task, parse in (("planning", parse_waypoints),
-                        ("detection", lambda text: parse_detections(text, 1000, 1000))):
-        try:
-            parse(answer)
-            return task
-        except AnswerParseError:
-            pass
-    return "qa"
 
 
 def record_truth(record: Any) -> tuple[str | None, str | None]:

@@ -21,7 +21,7 @@ into a prompt (a question) passes :func:`user_text`, which refuses image placeho
 processor reads the rest of a prompt as plain text. See docs/tasks.md.
 """
 from .cameras import DEFAULT_CAMERAS, check_cameras, prompt_cameras, scene_prefix
-from .conversation import (RECORDS_FILE, conversation_record, read_records,
+from .conversation import (RECORDS_FILE, answer_task, conversation_record, read_records,
                            record_prompt_and_answer, record_task, records_path)
 from .detection import (Detection, detection_prompt, format_detections, parse_detections,
                         parse_model_detections)
@@ -62,6 +62,7 @@ __all__ = [
     "detection_language",
     "qa_language",
     "record_task",
+    "answer_task",
     "IMAGE_PLACEHOLDER",
     "PLACEHOLDERS",
     "UserTextError",

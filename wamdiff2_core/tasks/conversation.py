@@ -178,17 +178,21 @@ def _refuse_one_document(path: Path, doc) -> None:
 
 def record_task(record: Mapping) -> str | None:
     """The task of a record: its ``"task"``, or for the reference repository's data (which
-    names none) the task its answer's format says: eight waypoints -> ``planning``, a box
-    list -> ``detection``, any other answer -> ``qa``; None without a task or an answer.
-    ValueError (from ``record_prompt_and_answer``) for a malformed record."""
+    names none) the task its answer's format says (``answer_task``); None without a task or
+    an answer. ValueError (from ``record_prompt_and_answer``) for a malformed record."""
     if isinstance(record, Mapping) and isinstance(record.get("task"), str):
         return record["task"]
+    return answer_task(record_prompt_and_answer(record)[1])
+
+
+def answer_task(answer: str | None) -> str | None:
+    """The task an answer's format says: eight waypoints -> ``planning``, a box list ->
+    ``detection``, any other text -> ``qa``; None for no answer (or a blank one)."""
     from .detection import parse_detections
     from .errors import AnswerParseError
     from .planning import parse_waypoints
 
-    answer = record_prompt_and_answer(record)[1]
-    if answer is None:
+    if answer is None or not answer.strip():
         return None
     for task, parse in (("planning", parse_waypoints),
                         ("detection", lambda text: parse_detections(text, 1000, 1000))):
