@@ -84,7 +84,8 @@ def test_a_detection_item_whose_image_is_no_path_is_counted(tmp_path, capsys, im
     rc = main(["eval", "open-loop", "--predictions", str(path), "--out", str(tmp_path / "r"),
                "--json"])
     out, err = capsys.readouterr()
-    assert rc == 0 and "Traceback" not in err
+    # counted, reported, and (no item left to score) the run says so and exits 1
+    assert rc == 1 and "Traceback" not in err and "every record failed" in err, err
     report = json.loads(out)
     assert report["failures"] == {"planning": 0, "detection": 1, "qa": 0, "unknown": 1}
     assert "2 record(s) failed (detection 1, unknown 1); the first: record 'd'" in err

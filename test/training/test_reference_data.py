@@ -80,9 +80,11 @@ def test_a_few_training_steps_on_reference_records(reference_data, tmp_path):
 
 def test_open_loop_scores_reference_records(reference_data, tmp_path, capsys):
     out = tmp_path / "report"
+    # records that name no task are the reference's layout: their images are under the
+    # working directory unless --image-root says where (docs/evaluation.md, "Image paths")
     assert main(["eval", "open-loop", "--checkpoint", "ground-truth", "--data",
-                 str(reference_data / "train.jsonl"), "--out", str(out), "--json",
-                 "--no-progress"]) == 0
+                 str(reference_data / "train.jsonl"), "--image-root", str(reference_data),
+                 "--out", str(out), "--json", "--no-progress"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["num_records"] == 4 and report["skipped_tasks"] == {"None": 1}
     assert [report[t]["num_records"] for t in ("planning", "qa", "detection")] == [1, 1, 1]
@@ -115,32 +117,53 @@ def _good(**change):
     return record
 
 
-@pytest.mark.parametrize("name, text, message", [
-    ("bad.json", "[{\"id\": 1,", "bad.json is not valid JSON"),
+#: eval's exit code for each variant: 2, a file that is not a records file (one sentence);
+#: 1, every record failed and is counted, as predict counts it (nothing left to score)
+BAD_FILE, BAD_RECORDS = 2, 1
+
+
+@pytest.mark.parametrize("name, text, message, eval_rc", [
+    ("bad.json", "[{\"id\": 1,", "bad.json is not valid JSON", BAD_FILE),
     ("bad.jsonl", json.dumps(RECORDS[0]) + "\n{not json}\n",
-     "bad.jsonl line 2 is not a JSON record"),
-    ("bad.json", "", "bad.json holds no records"),
-    ("bad.json", "[]", "bad.json holds no records"),
-    ("bad.json", json.dumps({"records": RECORDS}), "must hold a JSON list of records or one "
-                                                   "record per line, got a JSON object"),
+     "bad.jsonl line 2 is not valid JSON", BAD_FILE),
+    ("bad.json", "", "bad.json holds no records", BAD_FILE),
+    ("bad.json", "[]", "bad.json holds no records", BAD_FILE),
+    ("bad.json", json.dumps({"records": RECORDS}),
+     "must hold a JSON list of records or one record per line, got a JSON object", BAD_RECORDS),
     ("bad.json", json.dumps([RECORDS[0], ["x"]]), "record 1 of .* is malformed: record must be "
-                                                  "a JSON object"),
-    ("bad.json", json.dumps([_good(conversations=[])]), "non-empty 'conversations' list"),
+                                                  "a JSON object", None),
+    ("bad.json", json.dumps([_good(conversations=[])]), "non-empty 'conversations' list",
+     BAD_RECORDS),
     ("bad.json", json.dumps([_good(conversations=[{"from": "user", "value": "<image> hi"}])]),
-     r"conversations must be \[system\?, human, gpt\?\]"),
+     r"conversations must be \[system\?, human, gpt\?\]", BAD_RECORDS),
     ("bad.json", json.dumps([_good(image=[])]), "1 '<image>' placeholder\\(s\\) but the record "
-                                                "has 0 image"),
-    ("bad.json", json.dumps([_good(image=[7])]), "image must be a list of non-empty str paths"),
+                                                "has 0 image", BAD_RECORDS),
+    ("bad.json", json.dumps([_good(image=[7])]), "image must be a list of non-empty str paths",
+     BAD_RECORDS),
     ("bad.json", json.dumps([_good(image=["cams/CAM_F0/9999.png"])]),
-     "names a missing image .*9999.png"),
+     "names a missing image .*9999.png", BAD_RECORDS),
 ])
 def test_each_malformed_variant_is_one_sentence(reference_data, tmp_path, capsys, name, text,
-                                                message):
+                                                message, eval_rc):
+    """Training refuses a bad records file in one sentence; eval refuses a file that is no
+    records file in one sentence, and counts bad records as failures (a file of nothing
+    else exits 1 saying so; one good record beside a bad one is scored: None)."""
     path = _variant(reference_data, text, name)
     with pytest.raises(RecipeError, match=message):
         load_samples(path)
-    assert main(["eval", "open-loop", "--checkpoint", "ground-truth", "--data", str(path),
-                 "--out", str(tmp_path / "r"), "--no-progress"]) == 2
+    rc = main(["eval", "open-loop", "--checkpoint", "ground-truth", "--data", str(path),
+               "--image-root", str(reference_data), "--out", str(tmp_path / "r"),
+               "--no-progress"])
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "error:" in err, err
-    assert re.search(message, err), err
+    assert "Traceback" not in err, err
+    if eval_rc == BAD_FILE:
+        assert rc == 2, err
+        lines = [line for line in err.splitlines() if not line.startswith("note:")]
+        assert len(lines) == 1 and "error:" in lines[0], err
+        assert re.search(message, err), err
+    elif eval_rc == BAD_RECORDS:
+        assert rc == 1, err
+        assert "1 record(s) failed" in err and "every record failed" in err, err
+    else:
+        assert rc == 0, err
+        assert "1 record(s) failed" in err, err

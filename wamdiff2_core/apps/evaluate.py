@@ -245,6 +245,11 @@ def run_open_loop(args: argparse.Namespace) -> int:
         print(f"wamdiff2 eval: every record failed before decoding; "
               f"{summary.failure_line()}", file=sys.stderr)
         return 1
+    if any(report.failures.values()) and not any(
+            metrics.get("num_records") for metrics in report.tasks.values()):
+        # every record or item failed before a scorer took it: nothing was measured
+        print("wamdiff2 eval: every record failed; nothing was scored", file=sys.stderr)
+        return 1
     return 0
 
 
