@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from bundle_answers import FIXTURE, RECORDS
 from predict_inputs import free_port, without_timing
+from processes import descendants
 
 from wamdiff2_core.evaluation.predict_run import share
 
@@ -52,25 +53,6 @@ def torchrun(procs: int, input_path: Path, output: Path, *extra) -> list[str]:
             str(free_port()), "-m", "wamdiff2_core.cli", "predict", "--input", str(input_path),
             "--output", str(output), "--batch-size", str(BATCH), "--no-progress", "--json",
             *map(str, extra)]
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (torchrun starts its workers in sessions of their own, so
-    killing its process group would leave them running)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
 
 
 def finish(cmd: list[str]) -> dict:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import tiny_overrides
+from processes import descendants
 from safetensors import safe_open
 from safetensors.torch import load_file
 from torchrun import VENV_BIN, env, free_port, run_train, train_command
@@ -137,24 +138,6 @@ def test_resume_at_another_number_of_processes(one, two, toy_data, tmp_path, sav
 SLOW_SAVE = str(Path(__file__).parent / "slow_save")
 
 
-def _descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (torchrun starts its workers in sessions of their own)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
 def test_kill_mid_save_resumes_exactly_from_the_previous_checkpoint(two, toy_data, tmp_path):
     run = tmp_path / "run"
     pending = run / "checkpoints" / ".tmp-step-00000004"
@@ -166,7 +149,7 @@ def test_kill_mid_save_resumes_exactly_from_the_previous_checkpoint(two, toy_dat
     while len(list((pending / ckpt.SHARDS_DIR).glob("*.safetensors"))) < 2:
         assert proc.poll() is None and time.monotonic() < deadline
         time.sleep(0.05)
-    for pid in [*_descendants(proc.pid), proc.pid]:    # every process of the job, at once
+    for pid in [*descendants(proc.pid), proc.pid]:    # every process of the job, at once
         os.kill(pid, signal.SIGKILL)
     proc.wait(timeout=60)
     assert [s for s, _ in ckpt.list_checkpoints(run)] == [2]
