@@ -86,19 +86,11 @@ def test_malformed_fields_name_the_file_and_the_field(tmp_path, field, value, wo
 @pytest.mark.parametrize("kind, words", [("fifo", "FIFO"), ("dev zero", "character device"),
                                          ("deep", "levels deep"), ("huge", "larger than")])
 def test_hostile_weights_files_are_refused_unread(tmp_path, kind, words):
-    import os
     import time
 
-    path = tmp_path / "w.json"
-    if kind == "fifo":
-        os.mkfifo(path)
-    elif kind == "dev zero":
-        path.symlink_to("/dev/zero")
-    elif kind == "deep":
-        path.write_text("[" * 200000)
-    else:
-        with open(path, "wb") as f:
-            f.truncate(4 << 30)
+    from hostile_files import hostile
+
+    path = hostile(tmp_path / "w.json", kind)
     start = time.monotonic()
     with pytest.raises(ScorerWeightsError, match=words):
         LinearScorer.load(path)

@@ -4,11 +4,11 @@ sentence naming the file, exit 2, no traceback, within bounded time and memory."
 from __future__ import annotations
 
 import json
-import os
 
 import numpy as np
 import pytest
 from PIL import Image
+from hostile_files import KINDS, hostile
 from refusals import assert_one_sentence, run_measured
 
 from wamdiff2_core.candidates.features import FEATURES
@@ -30,12 +30,8 @@ def test_hostile_weights_on_the_command_line(tmp_path, kind, phrase):
     image = tmp_path / "cam.png"
     Image.fromarray(np.full((36, 64, 3), 90, np.uint8)).save(image)
     path = tmp_path / "w.json"
-    if kind == "fifo":
-        os.mkfifo(path)
-    elif kind == "dev zero":
-        path.symlink_to("/dev/zero")
-    elif kind == "deep":
-        path.write_text("[" * 200000)
+    if kind in KINDS:
+        hostile(path, kind)
     elif kind == "centre":
         path.write_text(weights(centre={"a": 1}))
     elif kind == "features":

@@ -4,30 +4,13 @@ nesting, a YAML alias bomb or a malformed pipeline stage as `train --config`, `m
 sentence naming the file (or the key), exit 2, no traceback, at once."""
 from __future__ import annotations
 
-import os
 import time
 
 import pytest
+from hostile_files import hostile
 from refusals import assert_one_sentence
 
 from wamdiff2_core.apps.cli import main
-
-BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
-    f"{chr(97 + i)}: &{chr(97 + i)} [" + ", ".join([f"*{chr(96 + i)}"] * 9) + "]\n"
-    for i in range(1, 10))
-
-
-def hostile(path, kind: str):
-    if kind == "fifo":
-        os.mkfifo(path)
-    elif kind == "dev zero":
-        path.symlink_to("/dev/zero")
-    elif kind == "deep":
-        path.write_text("[" * 200000)
-    else:
-        path.write_text(BOMB)
-    return path
-
 
 PHRASES = {"fifo": "FIFO", "dev zero": "character device", "deep": "levels deep",
            "bomb": "alias *a"}
