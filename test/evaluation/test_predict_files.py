@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from hostile_files import hostile
 from PIL import Image
 
 from wamdiff2_core.evaluation.open_loop import score_predictions
@@ -71,14 +72,7 @@ def test_the_good_part_alone_is_read_back(tmp_path):
 def test_a_part_or_manifest_that_is_no_json_file_is_one_sentence(tmp_path, kind):
     parts = parts_of(tmp_path)
     target = parts / ("rank00000-bad-000001.json" if kind != "deep" else MANIFEST)
-    if kind == "fifo":
-        os.mkfifo(target)
-    elif kind == "dev zero":
-        target.symlink_to("/dev/zero")
-    elif kind == "directory":
-        target.mkdir()
-    else:
-        target.write_text("[" * 200_000)
+    hostile(target, kind)
     message = resume(tmp_path)
     assert target.name in message
     expected = {"fifo": "FIFO", "dev zero": "character device", "directory": "directory",

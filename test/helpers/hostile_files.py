@@ -1,6 +1,6 @@
 """Hostile files a user could hand the project, made on demand (issue 54's constructions):
-a FIFO, /dev/zero behind a symlink, JSON nested 200,000 deep, a YAML alias bomb, a sparse
-4 GiB file."""
+a FIFO, /dev/zero behind a symlink, a directory, JSON nested 200,000 deep, a YAML alias
+bomb, a sparse 4 GiB file."""
 from __future__ import annotations
 
 import os
@@ -10,7 +10,7 @@ from pathlib import Path
 ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"{chr(97 + i)}: &{chr(97 + i)} [" + ", ".join([f"*{chr(96 + i)}"] * 9) + "]\n"
     for i in range(1, 10))
-KINDS = ("fifo", "dev zero", "deep", "bomb", "huge")
+KINDS = ("fifo", "dev zero", "directory", "deep", "bomb", "huge")
 
 
 def hostile(path: Path, kind: str) -> Path:
@@ -19,6 +19,8 @@ def hostile(path: Path, kind: str) -> Path:
         os.mkfifo(path)
     elif kind == "dev zero":
         path.symlink_to("/dev/zero")
+    elif kind == "directory":
+        path.mkdir()
     elif kind == "deep":
         path.write_text("[" * 200000)
     elif kind == "bomb":

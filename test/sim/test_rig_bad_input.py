@@ -3,9 +3,8 @@ each is one sentence naming the file and the field, exit 2, no traceback, within
 time and memory, and nothing is generated."""
 from __future__ import annotations
 
-import os
-
 import pytest
+from hostile_files import KINDS, hostile
 from refusals import assert_one_sentence, run_measured
 
 from wamdiff2_core.sim.camera import MAX_PIXELS, CameraConfig, load_rig
@@ -55,12 +54,8 @@ def test_bad_rig_file_is_one_sentence(tmp_path, kind):
 @pytest.mark.parametrize("kind", ["fifo", "dev zero", "directory", "json deep", "json 1e400"])
 def test_unreadable_rig_files_are_refused_unread(tmp_path, kind):
     rig = tmp_path / ("rig.json" if kind.startswith("json") else "rig.yaml")
-    if kind == "fifo":
-        os.mkfifo(rig)
-    elif kind == "dev zero":
-        rig.symlink_to("/dev/zero")
-    elif kind == "directory":
-        rig.mkdir()
+    if kind in KINDS:
+        hostile(rig, kind)
     elif kind == "json deep":
         rig.write_text('{"cameras": ' + "[" * 100000)
     else:
