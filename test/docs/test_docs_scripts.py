@@ -23,7 +23,8 @@ def _run(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_every_script_the_docs_name_exists():
-    named = {(doc.name, name) for doc in DOCS
+    # history.md records scripts as they were, with the commit that last held them
+    named = {(doc.name, name) for doc in DOCS if doc.name != "history.md"
              for name in re.findall(r"scripts/([A-Za-z0-9_]+\.(?:py|sh))", doc.read_text())}
     missing = sorted(f"{doc}: scripts/{name}" for doc, name in named
                      if not (SCRIPTS / name).exists())
