@@ -11,6 +11,7 @@ from hostile_files import hostile
 from PIL import Image
 
 from wamdiff2_core.evaluation.open_loop import score_predictions
+from wamdiff2_core.evaluation.open_loop_report import format_summary
 from wamdiff2_core.evaluation.predict_run import PredictSettings, run_predict
 from wamdiff2_core.evaluation.prediction_parts import MANIFEST, PartsStore
 from wamdiff2_core.evaluation.predictions import item_record, prediction_item
@@ -110,6 +111,8 @@ def test_a_detection_item_whose_image_is_no_path_is_a_failure(tmp_path, image):
     assert report.failures["detection"] == 1 and report.tasks["qa"]["accuracy"] == 1.0
     assert report.first_failure.startswith("record 'd'")
     assert report.tasks["detection"]["num_records"] == 0
+    text = format_summary(report)                      # the printed summary says so too
+    assert "Failed records (not scored): detection x1; first: record 'd'" in text
 
 
 def test_a_ground_truth_beyond_the_limit_is_a_failure_not_parsed(tmp_path):

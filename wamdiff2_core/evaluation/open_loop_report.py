@@ -94,6 +94,11 @@ def format_summary(report: OpenLoopReport) -> str:
     for name, m in report.tasks.items():
         if m["num_records"] and name in _SECTIONS:
             lines += [""] + _SECTIONS[name](m)
+    failed = {task: n for task, n in sorted(report.failures.items()) if n}
+    if failed:      # records never scored (unreadable image, malformed record): say so here too
+        lines += ["", "Failed records (not scored): "
+                  + ", ".join(f"{t} x{n}" for t, n in failed.items())
+                  + (f"; first: {report.first_failure}" if report.first_failure else "")]
     if report.skipped:
         lines += ["", "Skipped (no scorer): "
                   + ", ".join(f"{t} x{n}" for t, n in sorted(report.skipped.items()))]
