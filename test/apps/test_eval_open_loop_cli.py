@@ -41,6 +41,35 @@ def test_tasks_and_limit_select_records_and_drop_stale_plots(data_dir, tmp_path,
     assert not (out / "l2_per_waypoint.png").exists()
 
 
+def test_constant_velocity_plans_straight_at_the_prompt_speed(data_dir, tmp_path, capsys):
+    # p0's expert drives 10 m/s straight; its prompt says 12 m/s, so the baseline's waypoint k
+    # (t = k/2 s) is k m ahead of the expert's, p1's plan matches its expert exactly
+    records = json.loads((data_dir / "train.json").read_text())
+    (p0,) = [r for r in records if r["id"] == "p0"]
+    prompt = p0["conversations"][0]
+    assert "velocity is: (10.00,0.00)" in prompt["value"]
+    prompt["value"] = prompt["value"].replace("(10.00,0.00)", "(12.00,0.00)")
+    (data_dir / "faster.json").write_text(json.dumps(records))
+    out = tmp_path / "report"
+    rc = main(["eval", "open-loop", "--checkpoint", "constant-velocity", "--data",
+               str(data_dir / "faster.json"), "--out", str(out), "--json", "--no-progress"])
+    assert rc == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["num_records"] == 2 and report["info"]["checkpoint"] == "constant-velocity"
+    assert report["planning"]["num_parsed"] == 2
+    assert report["detection"]["num_records"] == report["qa"]["num_records"] == 0
+    assert report["planning"]["l2_per_waypoint"] == pytest.approx([k / 2 for k in range(1, 9)])
+    assert report["planning"]["l2_at_3s"] == pytest.approx(3.0)
+    assert (out / "l2_per_waypoint.png").exists()
+
+
+def test_constant_velocity_answers_planning_only(data_dir, tmp_path, capsys):
+    rc = main(["eval", "open-loop", "--checkpoint", "constant-velocity", "--data",
+               str(data_dir), "--tasks", "planning,qa", "--out", str(tmp_path / "o"),
+               "--no-progress"])
+    assert rc == 2 and "planning records only" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("argv_tail, message", [
     (["--data", "{missing}"], "does not exist"),
     (["--data", "{data}", "--tasks", "captioning"], "unknown task"),

@@ -2,11 +2,11 @@
 call -> report).
 
 Open loop scores a checkpoint on a data set's records (``--checkpoint ground-truth`` answers
-with the records' own answers: no model); closed loop lets a planner drive simulated
-episodes. Where the closed loop's plans come from is a :class:`ClosedLoopDriver`: the
-planner in this process by default; the ROS tools add ``--through-node``
-(``wamdiff2_ros.tools.closed_loop_cli``), which sets another driver on the same parser, so
-this module never imports them.
+with the records' own answers, ``constant-velocity`` plans straight ahead at the prompt's
+speed: no model); closed loop lets a planner drive simulated episodes. Where the closed
+loop's plans come from is a :class:`ClosedLoopDriver`: the planner in this process by
+default; the ROS tools add ``--through-node`` (``wamdiff2_ros.tools.closed_loop_cli``),
+which sets another driver on the same parser, so this module never imports them.
 """
 from __future__ import annotations
 
@@ -63,10 +63,13 @@ def _register_open_loop(group) -> None:
                     "failures. Writes open_loop.json, open_loop.txt and PNG plots to --out.")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--checkpoint",
-                        help="checkpoint directory, preset name (e.g. tiny), or "
-                             "'ground-truth' to answer with the recorded answers; its "
-                             "answers are decoded as `wamdiff2 predict` decodes them (batched, "
-                             "on every torchrun process) into OUT/predictions.json")
+                        help="checkpoint directory, preset name (e.g. tiny), "
+                             "'ground-truth' to answer with the recorded answers, or "
+                             "'constant-velocity' to plan straight ahead at each planning "
+                             "prompt's speed (planning records only: the baseline); a "
+                             "model's answers are decoded as `wamdiff2 predict` decodes "
+                             "them (batched, on every torchrun process) into "
+                             "OUT/predictions.json")
     source.add_argument("--predictions", metavar="FILE", nargs="+",
                         help="score this predictions file (`wamdiff2 predict`'s or the "
                              "reference's inference script's: its merged file, or its "
@@ -112,6 +115,20 @@ def _task_of(record) -> str | None:
         return None
 
 
+def _tasks(args: argparse.Namespace) -> str | None:
+    """--tasks, where the constant-velocity baseline (which plans, and answers nothing
+    else) makes it planning."""
+    from wamdiff2_core.evaluation.predictors import CONSTANT_VELOCITY
+
+    if getattr(args, "checkpoint", None) != CONSTANT_VELOCITY:
+        return args.tasks
+    wanted = {t.strip() for t in (args.tasks or "planning").split(",") if t.strip()}
+    if wanted != {"planning"}:
+        raise CliError(f"--checkpoint {CONSTANT_VELOCITY} answers planning records only; "
+                       f"drop --tasks {args.tasks}")
+    return "planning"
+
+
 def _select(records: list, tasks: str | None, limit: int | None) -> list[int]:
     """The positions of the records --tasks and --limit keep."""
     from wamdiff2_core.evaluation.scorers import SCORERS
@@ -131,13 +148,13 @@ def _select(records: list, tasks: str | None, limit: int | None) -> list[int]:
 
 
 def _predictor(args: argparse.Namespace):
-    """The planner (None for ground-truth answers) and provenance for ``--checkpoint``."""
-    from wamdiff2_core.evaluation.predictors import GROUND_TRUTH
+    """The planner (None for the model-free answers) and provenance for ``--checkpoint``."""
+    from wamdiff2_core.evaluation.predictors import MODEL_FREE
 
-    decode = decode_config(args)           # checked first, also for ground-truth answers
+    decode = decode_config(args)           # checked first, also for model-free answers
     candidates, exact = candidate_settings(args), exact_settings(args)
-    if args.checkpoint == GROUND_TRUTH:
-        return None, {"checkpoint": GROUND_TRUTH}
+    if args.checkpoint in MODEL_FREE:
+        return None, {"checkpoint": args.checkpoint}
     check_model_source(args.checkpoint)
     from wamdiff2_core.planner import Planner
 
@@ -154,19 +171,19 @@ def _predictor(args: argparse.Namespace):
 
 
 def _decoded(args: argparse.Namespace, records: list, image_root: Path):
-    """The report of ``--checkpoint``'s answers (ground truth in this process, a model's
-    through `predict` into OUT/predictions.json) and predict's summary (None for ground
-    truth); (None, None) on the ranks other than 0."""
+    """The report of ``--checkpoint``'s answers (the model-free ones in this process, a
+    model's through `predict` into OUT/predictions.json) and predict's summary (None for the
+    model-free ones); (None, None) on the ranks other than 0."""
     from wamdiff2_core.evaluation.open_loop import evaluate_open_loop, score_predictions
     from wamdiff2_core.evaluation.predict_run import join_ranks
     from wamdiff2_core.evaluation.predictions import read_predictions
-    from wamdiff2_core.evaluation.predictors import GROUND_TRUTH, ground_truth_predictor
+    from wamdiff2_core.evaluation.predictors import MODEL_FREE
     from wamdiff2_core.training.distributed import close_process_group
 
     settings = predict_settings(args)
-    if args.checkpoint == GROUND_TRUTH:
+    if args.checkpoint in MODEL_FREE:
         _, info = _predictor(args)
-        report = evaluate_open_loop(records, ground_truth_predictor(), image_root,
+        report = evaluate_open_loop(records, MODEL_FREE[args.checkpoint](), image_root,
                                     progress=settings.progress)
         return dataclasses.replace(report, info={**info, "data": str(args.data)}), None
     output = Path(args.out) / "predictions.json"
@@ -231,7 +248,7 @@ def run_open_loop(args: argparse.Namespace) -> int:
     else:
         data = load_records(args.data, args.image_root)
         announce("wamdiff2 eval", data.image_root)
-        records = [data.records[i] for i in _select(data.records, args.tasks, args.limit)]
+        records = [data.records[i] for i in _select(data.records, _tasks(args), args.limit)]
         report, summary = _decoded(args, records, data.image_root.path)
         if report is None:                           # a torchrun rank other than 0
             return 0

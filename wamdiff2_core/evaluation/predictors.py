@@ -4,7 +4,9 @@
   as ``requests.ask`` puts it (the raw text: evaluation parses it itself, so a malformed
   answer is counted, not raised);
 - :func:`ground_truth_predictor`: the record's own answer (an oracle: L2 0, AP 1, accuracy
-  1), to check a data set and the evaluation pipeline without a model.
+  1), to check a data set and the evaluation pipeline without a model;
+- :func:`constant_velocity_predictor`: a planning record's plan straight ahead at its
+  prompt's forward speed (the model-free baseline a planner's L2 should beat).
 
 :func:`timed_answer` runs one planner call and keeps what an offline evaluation needs of it
 (raw text, parsed or not and why, wall time, decode stats); offline bag evaluation uses it
@@ -17,13 +19,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from wamdiff2_core.decoding.config import DecodeStats
-from wamdiff2_core.tasks import AnswerParseError, record_prompt_and_answer
+from wamdiff2_core.tasks import (NUM_WAYPOINTS, WAYPOINT_DT_S, AnswerParseError,
+                                 format_waypoints, parse_planning_prompt,
+                                 record_prompt_and_answer)
 
 from .open_loop import Predict
 from .requests import ask
 
 GROUND_TRUTH = "ground-truth"     # the --checkpoint value that selects the oracle
+CONSTANT_VELOCITY = "constant-velocity"   # ... and the one that selects the baseline
 
 
 def ground_truth_predictor() -> Predict:
@@ -31,6 +38,31 @@ def ground_truth_predictor() -> Predict:
     def predict(record: dict, image: Any) -> str:
         return record_prompt_and_answer(record)[1] or ""
     return predict
+
+
+def constant_velocity_predictor() -> Predict:
+    """Answers a planning record with the plan of driving straight ahead at its prompt's
+    forward speed (never backwards), as ``eval closed-loop --planner constant-velocity``
+    drives; "" (a parse failure) for a record whose prompt is no planning prompt or whose
+    speed puts the plan beyond what a planning answer may hold."""
+    times = np.arange(1, NUM_WAYPOINTS + 1) * WAYPOINT_DT_S          # (8,) seconds ahead
+
+    def predict(record: dict, image: Any) -> str:
+        try:
+            state = parse_planning_prompt(record_prompt_and_answer(record)[0])
+            speed = max(float(state["velocity"][0]), 0.0)
+            return format_waypoints(np.stack([speed * times, np.zeros(NUM_WAYPOINTS)],
+                                             axis=1))              # (8, 2) x forward, y left
+        except ValueError:
+            return ""
+    return predict
+
+
+#: The --checkpoint values that answer without a model, and their predictors.
+MODEL_FREE: dict[str, Callable[[], Predict]] = {
+    GROUND_TRUTH: ground_truth_predictor,
+    CONSTANT_VELOCITY: constant_velocity_predictor,
+}
 
 
 @dataclass
