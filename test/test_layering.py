@@ -32,6 +32,7 @@ LAYERS = {
     "wamdiff2_core.types": 3,         # Observation, results, the bundled model's path
     "wamdiff2_core.training": 3,      # recipes, data, objectives, engine, pipeline
     "wamdiff2_core.candidates": 3,    # candidate plan sets, their features and scorers
+    "wamdiff2_core.planner_config": 3.5,  # PlannerConfig: what a Planner is told (below it)
     "wamdiff2_core.planner": 4,       # Planner: the public entry
     "wamdiff2_core.evaluation": 5,    # metrics, scorers, predictors, reports
     "wamdiff2_core.sim": 6,           # world, camera, expert, generator, closed loop

@@ -10,7 +10,7 @@ from wamdiff2_core import tasks
 from wamdiff2_core.decoding.config import DecodeConfig, FastConfig
 from wamdiff2_core.decoding.engine import DecodingEngine
 from wamdiff2_core.model.modeling import Wamdiff2Model
-from wamdiff2_core.planner import Observation, Planner
+from wamdiff2_core.planner import Observation, Planner, PlannerConfig
 
 SEEN: list[DecodeConfig] = []
 
@@ -28,7 +28,7 @@ def test_plan_decode_applies_to_planning_answers_only():
     decode = DecodeConfig(max_new_tokens=8, constrained=False,   # (a plan needs 80 tokens)
                           commit_rule="low_confidence_dynamic", threshold=0.9)   # resolved
     plan_decode = replace(decode, commit_rule="low_confidence_leftmost", steps_per_block=2)
-    planner = Planner(model, decode, plan_decode=plan_decode, engine=RecordingEngine(model))
+    planner = Planner(model, PlannerConfig(decode, plan_decode), engine=RecordingEngine(model))
     image = np.zeros((36, 64, 3), np.uint8)
 
     SEEN.clear()
@@ -44,9 +44,9 @@ def test_plan_decode_applies_to_planning_answers_only():
     planner.warmup(64, 36)                  # a plan, and a question for the other settings
     assert SEEN == [plan_decode, decode]
 
-    kept = planner.reconfigure(replace(decode, threshold=0.5))
+    kept = planner.reconfigure(replace(planner.config, decode=replace(decode, threshold=0.5)))
     assert kept.plan_decode == plan_decode and kept.decode.threshold == 0.5
-    dropped = planner.reconfigure(plan_decode=None)
+    dropped = planner.reconfigure(replace(planner.config, plan_decode=None))
     assert dropped.plan_decode == decode
     SEEN.clear()
     dropped.warmup(64, 36)
@@ -70,7 +70,7 @@ def test_checkpoint_recommends_its_commit_rule(tmp_path):
     decode = DecodeConfig(max_new_tokens=8, constrained=False)
     image = np.zeros((36, 64, 3), np.uint8)
 
-    planner = Planner(model, decode, engine=RecordingEngine(model))
+    planner = Planner(model, PlannerConfig(decode), engine=RecordingEngine(model))
     assert (planner.decode.commit_rule, planner.decode.threshold) == \
         ("low_confidence_frontier", 0.95)                   # what it decodes with, said
     assert planner.decode_summary().startswith("low_confidence_frontier at 0.95")
@@ -80,11 +80,11 @@ def test_checkpoint_recommends_its_commit_rule(tmp_path):
     assert [(c.commit_rule, c.threshold, c.max_new_tokens) for c in SEEN] == \
         [("low_confidence_frontier", 0.95, 8)] * 2          # the rest is decode's
     # a new decode gets it again; a rule, threshold or step budget the caller names wins
-    again = planner.reconfigure(replace(decode, max_new_tokens=9))
+    again = planner.reconfigure(PlannerConfig(replace(decode, max_new_tokens=9)))
     assert (again.decode.commit_rule, again.decode.max_new_tokens) == \
         ("low_confidence_frontier", 9)
     chosen = replace(decode, commit_rule="sequential")
-    assert Planner(model, chosen).decode == replace(chosen, threshold=0.9)
+    assert Planner(model, PlannerConfig(chosen)).decode == replace(chosen, threshold=0.9)
     assert resolve_decode(replace(decode, threshold=0.8), model.fields).commit_rule == \
         "low_confidence_dynamic"
     assert resolve_decode(replace(decode, steps_per_block=2), model.fields).commit_rule == \
@@ -92,7 +92,7 @@ def test_checkpoint_recommends_its_commit_rule(tmp_path):
     # an AR model and a model without one: the defaults
     assert resolve_decode(decode, model.fields.with_(paradigm="ar")).commit_rule == \
         "low_confidence_dynamic"
-    plain = Planner(Wamdiff2Model.from_preset("tiny", block_size=4), decode).decode
+    plain = Planner(Wamdiff2Model.from_preset("tiny", block_size=4), PlannerConfig(decode)).decode
     assert (plain.commit_rule, plain.threshold) == ("low_confidence_dynamic", 0.9)
 
 
@@ -108,7 +108,7 @@ def test_an_explicit_dynamic_rule_at_the_default_threshold_is_honoured():
                             commit_rule="low_confidence_dynamic", threshold=0.9)
     assert resolve_decode(explicit, model.fields) == explicit
     assert resolve_decode(resolve_decode(explicit, model.fields), model.fields) == explicit
-    planner = Planner(model, explicit, engine=RecordingEngine(model))
+    planner = Planner(model, PlannerConfig(explicit), engine=RecordingEngine(model))
     assert planner.decode == explicit
     SEEN.clear()
     planner.plan_batch([Observation([np.zeros((36, 64, 3), np.uint8)])])
@@ -151,7 +151,7 @@ def test_a_planner_owns_its_engine_and_shares_it_only_in_plain_sight():
     model = Wamdiff2Model.from_preset("tiny", block_size=4, seed=0)
     decode = DecodeConfig(max_new_tokens=8, constrained=False)
     image = np.zeros((36, 64, 3), np.uint8)
-    a, b = Planner(model, decode), Planner(model, decode)
+    a, b = Planner(model, PlannerConfig(decode)), Planner(model, PlannerConfig(decode))
     assert a.engine is not b.engine                        # no hidden cache keyed by model
     a.warmup(64, 36)
     built = dict(a.engine.runner.states)
@@ -161,31 +161,31 @@ def test_a_planner_owns_its_engine_and_shares_it_only_in_plain_sight():
     assert a.engine.runner.states == built                  # the same state objects, reused
     assert all(a.engine.runner.states[k] is v for k, v in built.items())
 
-    same = a.reconfigure(replace(decode, max_new_tokens=6))
+    same = a.reconfigure(PlannerConfig(replace(decode, max_new_tokens=6)))
     assert same.engine is a.engine and same.decode.max_new_tokens == 6
-    assert a.reconfigure(plan_max_speed=None).engine is a.engine
-    reference = a.reconfigure(backend="reference")
+    assert a.reconfigure(replace(a.config, plan_max_speed=None)).engine is a.engine
+    reference = a.reconfigure(replace(a.config, backend="reference"))
     assert reference.engine is not a.engine and reference.engine.runner is None
-    assert reference.backend == "reference" and reference.reconfigure().backend == "reference"
-    unfused = a.reconfigure(fast=FastConfig(fuse_commit=False))
+    assert reference.backend == "reference" and reference.reconfigure(reference.config).backend == "reference"
+    unfused = a.reconfigure(replace(a.config, fast=FastConfig(fuse_commit=False)))
     assert unfused.engine is not a.engine and unfused.engine.fast.fuse_commit is False
-    given = Planner(model, decode, engine=a.engine)
+    given = Planner(model, PlannerConfig(decode), engine=a.engine)
     assert given.engine is a.engine
     with pytest.raises(ValueError, match="must hold its model"):
-        Planner(model.with_fields(block_size=8), decode, engine=a.engine)
+        Planner(model.with_fields(block_size=8), PlannerConfig(decode), engine=a.engine)
     with pytest.raises(ValueError, match="must hold its model"):
-        Planner(model, decode, backend="reference", engine=a.engine)
+        Planner(model, PlannerConfig(decode, backend="reference"), engine=a.engine)
     with pytest.raises(ValueError, match="unknown decoder backend"):
-        Planner(model, decode, backend="fastest")
+        Planner(model, PlannerConfig(decode, backend="fastest"))
 
 
 def test_the_engine_compiles_each_language_once():
     """The answer languages' automata belong to the engine: compiled on first use, kept."""
     model = Wamdiff2Model.from_preset("tiny", block_size=4, seed=0)
-    planner = Planner(model, DecodeConfig(max_new_tokens=96, steps_per_block=4))
+    planner = Planner(model, PlannerConfig(DecodeConfig(max_new_tokens=96, steps_per_block=4)))
     auto = planner.engine.automata[planner.plan_language]      # the budget check built it
     planner.plan(Observation([np.zeros((36, 64, 3), np.uint8)]))
     assert planner.engine.automata[planner.plan_language] is auto
-    assert planner.reconfigure().engine.automaton(planner.plan_language, 96) is auto
-    assert Planner(model, planner.decode).engine.automaton(planner.plan_language, 96) \
+    assert planner.reconfigure(planner.config).engine.automaton(planner.plan_language, 96) is auto
+    assert Planner(model, PlannerConfig(planner.decode)).engine.automaton(planner.plan_language, 96) \
         is not auto                                         # another owner, its own

@@ -8,18 +8,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import torch
 
 from wamdiff2_core import tasks
-from wamdiff2_core.candidates import CandidateConfig, CandidateSet, ScoringContext
+from wamdiff2_core.candidates import CandidateSet, ScoringContext
 from wamdiff2_core.candidates.decode import Decoded
 from wamdiff2_core.candidates.picker import CandidatePicker, checkpoint_weights
 from wamdiff2_core.decoding.cancel import CancelFlag, DecodeCancelled, cancel_scope
-from wamdiff2_core.decoding.config import (DEFAULT_BACKEND, DecodeConfig, ExactConfig,
-                                          FastConfig, resolve_decode)
+from wamdiff2_core.decoding.config import DecodeConfig, resolve_decode
 from wamdiff2_core.decoding.engine import DecodingEngine
 from wamdiff2_core.decoding.output import DecodeStats
 from wamdiff2_core.devices import check_device
@@ -27,11 +26,13 @@ from wamdiff2_core.model.fields import check_overrides
 from wamdiff2_core.model.modeling import CheckpointError, Wamdiff2Model
 from wamdiff2_core.model.presets import PRESETS, is_preset
 from wamdiff2_core.model.processor import to_pil
+from wamdiff2_core.planner_config import PlannerConfig
 from wamdiff2_core.types import (BUNDLED, AnswerResult, DetectResult, Observation, PlanResult,
                                  PromptTooLong, bundled_checkpoint_path)
 
-__all__ = ["AnswerResult", "DecodeCancelled", "DetectResult", "Observation", "PlanResult",
-           "Planner", "PromptTooLong", "bundled_checkpoint_path", "load_model", "resolve_dtype"]
+__all__ = ["AnswerResult", "DecodeCancelled", "DetectResult", "GeneratedRow", "Observation",
+           "PlanResult", "Planner", "PlannerConfig", "PromptTooLong", "bundled_checkpoint_path",
+           "load_model", "resolve_dtype"]
 
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
           "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
@@ -77,15 +78,27 @@ def load_model(path_or_preset: str | Path | None, device: str = "cpu",
     return Wamdiff2Model.from_pretrained(name, device=device, dtype=dt, fields=overrides)
 
 
-_KEEP = object()
+class GeneratedRow(NamedTuple):
+    """One answer of ``Planner.generate_rows``."""
+
+    text: str
+    tokens: int                 # answer tokens, end-of-answer included
+    finished: bool              # the answer ended within the token budget
+
+
+def _engine_key(engine: DecodingEngine) -> tuple:
+    """An engine's (backend, fast, verifier, exact): ``PlannerConfig.engine_key``'s form."""
+    return engine.backend, engine.fast, engine.verifier_spec, engine.exact
 
 
 class Planner:
-    """Plans, detects and answers from camera images with one Wamdiff2 model.
+    """Plans, detects and answers from camera images with one Wamdiff2 model, as its
+    ``config`` (``PlannerConfig``, kept as given) says.
 
-    ``decode`` sets how every answer is decoded; ``plan_decode``, when given, replaces it for
-    planning answers only (e.g. the fast planning rule, ``low_confidence_leftmost`` with 8
-    steps per block, while questions keep the default rule: docs/decoding.md).
+    ``config.decode`` sets how every answer is decoded; ``config.plan_decode``, when given,
+    replaces it for planning answers only (e.g. the fast planning rule,
+    ``low_confidence_leftmost`` with 8 steps per block, while questions keep the default
+    rule: docs/decoding.md).
 
     Both are resolved once, here, by ``decoding.config.resolve_decode``: where one sets no
     commit rule, threshold or step budget (all None), the checkpoint's recommended rule and
@@ -96,9 +109,9 @@ class Planner:
     both in one line).
 
     The planner owns its ``engine`` (``decoding.engine.DecodingEngine``: the fast decoder's
-    states, compiled steps and the answer languages' automata), built from ``backend`` and
-    ``fast`` unless one is given; ``reconfigure`` shares it with the planner it returns when
-    the backend and ``fast`` stay the same.
+    states, compiled steps and the answer languages' automata), built from the config's
+    ``engine_key`` (backend, ``fast``, verifier, ``exact``) unless one is given, which must
+    hold this model and match that key (ValueError otherwise).
 
     Each task names its answer's language to the decoder (``tasks.languages``), so with
     ``DecodeConfig.constrained`` left at None plans and detections are constrained to
@@ -107,120 +120,91 @@ class Planner:
     answers are left free; ``constrained=False`` turns it off, True also keeps free-text
     answers non-blank.
 
-    ``plan_max_speed`` (m/s) is the speed of the planning language's kinematic envelope
-    (``tasks.languages.PLAN_MAX_SPEED_MPS``, 40: no waypoint farther from the ego than that
-    speed allows, docs/decoding.md); None: the parser's whole range (|v| <= 1000 m).
+    ``config.plan_max_speed`` (m/s) is the speed of the planning language's kinematic
+    envelope (``tasks.languages.PLAN_MAX_SPEED_MPS``, 40: no waypoint farther from the ego
+    than that speed allows, docs/decoding.md); None: the parser's whole range (|v| <= 1000
+    m).
 
-    ``lateral_status``: whether planning prompts state the ego's lateral velocity and
+    ``config.lateral_status``: whether planning prompts state the ego's lateral velocity and
     acceleration; None (the default) takes the model's setting
     (``model.fields.lateral_status``: False for a model trained without them, which then
-    reads them as 0.00, as in its training).
+    reads them as 0.00, as in its training); ``lateral_status`` holds the outcome.
 
-    ``candidates`` (``candidates.CandidateConfig``): with ``k`` > 1 a plan is the choice of
-    ``k`` candidates decoded in one batch (``plan_candidates``; docs/candidates.md), made by
-    the scorer it names (the learned one reads ``scorer_weights``, by default the
-    checkpoint's ``candidate_scorer.json``); ``k`` = 1, the default, plans as without
-    candidates. A scorer that cannot be built is a CandidateConfigError (a ValueError).
+    ``config.candidates`` (``candidates.CandidateConfig``): with ``k`` > 1 a plan is the
+    choice of ``k`` candidates decoded in one batch (``plan_candidates``;
+    docs/candidates.md), made by the scorer it names (the learned one reads
+    ``config.scorer_weights``, by default the checkpoint's ``candidate_scorer.json``);
+    ``k`` = 1, the default, plans as without candidates. A scorer that cannot be built is a
+    CandidateConfigError (a ValueError).
 
-    ``verifier`` and ``exact`` set exact mode (``DecodeConfig.mode == "exact"``: the answers
-    are the verifier's greedy answers; docs/decoding.md, "Exact mode"): the verifier is a
-    next-token model, a checkpoint directory, ``"self"`` or None (the checkpoint's
-    ``ar_teacher/``, else ``"self"``), loaded when a setting first needs it, and
-    ``exact`` (``ExactConfig``) how it drafts and verifies."""
+    ``config.verifier`` and ``config.exact`` set exact mode (``DecodeConfig.mode ==
+    "exact"``: the answers are the verifier's greedy answers; docs/decoding.md, "Exact
+    mode"): the verifier is a next-token model, a checkpoint directory, ``"self"`` or None
+    (the checkpoint's ``ar_teacher/``, else ``"self"``), loaded when a setting first needs
+    it, and ``exact`` (``ExactConfig``) how it drafts and verifies."""
 
-    def __init__(self, model: Wamdiff2Model, decode: DecodeConfig = DecodeConfig(),
-                 backend: str | None = None, plan_decode: DecodeConfig | None = None,
-                 *, fast: FastConfig | None = None, engine: DecodingEngine | None = None,
-                 plan_max_speed: float | None = tasks.PLAN_MAX_SPEED_MPS,
-                 lateral_status: bool | None = None,
-                 candidates: CandidateConfig | None = None,
-                 scorer_weights: str | Path | None = None, verifier=None,
-                 exact: ExactConfig | None = None):
+    def __init__(self, model: Wamdiff2Model, config: PlannerConfig = PlannerConfig(), *,
+                 engine: DecodingEngine | None = None):
+        if not isinstance(config, PlannerConfig):
+            raise ValueError(f"a Planner takes a PlannerConfig, got {type(config).__name__}")
+        backend, fast, verifier, exact = config.engine_key()
         if engine is None:                       # ValueError naming the known backends
-            engine = DecodingEngine(model, backend or DEFAULT_BACKEND, fast or FastConfig(),
-                                    verifier=verifier, exact=exact or ExactConfig())
-        elif engine.model is not model or backend not in (None, engine.backend) \
-                or fast not in (None, engine.fast) or exact not in (None, engine.exact) \
-                or verifier not in (None, engine.verifier_spec):
-            raise ValueError("an engine given to a Planner must hold its model, backend, "
-                             "fast and exact-mode settings")
-        self.model, self.engine = model, engine
-        self.decode = self._resolve(decode)
-        self._plan_override = plan_decode and self._resolve(plan_decode)
-        self.plan_decode = self._plan_override or self.decode
-        self.plan_max_speed = plan_max_speed
-        self.lateral_status = (model.fields.lateral_status if lateral_status is None
-                               else bool(lateral_status))
-        self.plan_language = tasks.planning_language(plan_max_speed)   # ValueError if <= 0
+            engine = DecodingEngine(model, backend, fast, verifier=verifier, exact=exact)
+        elif engine.model is not model or _engine_key(engine) != config.engine_key():
+            raise ValueError("an engine given to a Planner must hold its model and the "
+                             "config's backend, fast, verifier and exact-mode settings")
+        self.model, self.engine, self.config = model, engine, config
+        self.decode = self._resolve(config.decode)
+        self.plan_decode = (self._resolve(config.plan_decode) if config.plan_decode
+                            else self.decode)
+        self.plan_max_speed = config.plan_max_speed
+        self.lateral_status = (model.fields.lateral_status if config.lateral_status is None
+                               else config.lateral_status)
+        self.plan_language = tasks.planning_language(config.plan_max_speed)
         if self.plan_decode.constrained is not False:   # LanguageError up front: a plan
             engine.automaton(self.plan_language,        # needs the budget of one
                              self.plan_decode.max_new_tokens)
         if "exact" in (self.decode.mode, self.plan_decode.mode):   # the verifier up front:
             engine.exact_verifier()     # ValueError / CheckpointError at load, not at a plan
-        self.candidates, self._scorer_weights = candidates or CandidateConfig(), scorer_weights
-        if self.candidates.enabled and self.plan_decode.mode == "exact":
-            raise ValueError("candidate plans are rows sampled apart by block diffusion; exact "
-                             "mode answers the verifier's one greedy plan: use one or the "
-                             "other")
-        self.picker = CandidatePicker(self.candidates, scorer_weights or checkpoint_weights(
-            model.origin or None)) if self.candidates.enabled else None
+        self.candidates = config.candidates
+        self.picker = CandidatePicker(self.candidates, config.scorer_weights or
+                                      checkpoint_weights(model.origin or None)) \
+            if self.candidates.enabled else None
 
     @classmethod
     def from_pretrained(cls, path_or_preset: str | Path | None = None,
-                        decode: DecodeConfig = DecodeConfig(), device: str = "cpu",
+                        config: PlannerConfig = PlannerConfig(), *, device: str = "cpu",
                         dtype: str | torch.dtype | None = None,
-                        backend: str | None = None,
-                        plan_decode: DecodeConfig | None = None,
-                        fields: Mapping[str, Any] | None = None,
-                        plan_max_speed: float | None = tasks.PLAN_MAX_SPEED_MPS,
-                        lateral_status: bool | None = None,
-                        fast: FastConfig | None = None,
-                        candidates: CandidateConfig | None = None,
-                        scorer_weights: str | Path | None = None, verifier=None,
-                        exact: ExactConfig | None = None) -> "Planner":
-        """Load a checkpoint directory, build a preset, or (None) load the bundled model.
-        ``fields``: diffusion fields the checkpoint does not state, or that replace its own
-        (``load_model``); ``planner.model.describe()`` says where each one came from."""
-        return cls(load_model(path_or_preset, device, dtype, fields=fields), decode, backend,
-                   plan_decode, fast=fast, plan_max_speed=plan_max_speed,
-                   lateral_status=lateral_status, candidates=candidates,
-                   scorer_weights=scorer_weights, verifier=verifier, exact=exact)
+                        fields: Mapping[str, Any] | None = None) -> "Planner":
+        """Load a checkpoint directory, build a preset, or (None) load the bundled model,
+        and plan with ``config``. ``fields``: diffusion fields the checkpoint does not
+        state, or that replace its own (``load_model``); ``planner.model.describe()`` says
+        where each one came from."""
+        return cls(load_model(path_or_preset, device, dtype, fields=fields), config)
 
     @property
     def backend(self) -> str:
         """The decoder backend ("fast" or "reference"): the engine's."""
         return self.engine.backend
 
-    def reconfigure(self, decode: DecodeConfig | None = None, backend: str | None = None,
-                    plan_decode=_KEEP, plan_max_speed=_KEEP,
-                    fast: FastConfig | None = None, candidates=_KEEP,
-                    scorer_weights=_KEEP, verifier=_KEEP,
-                    exact: ExactConfig | None = None) -> "Planner":
-        """A new planner of these weights with other settings (``plan_decode``,
-        ``plan_max_speed``, ``candidates`` and ``scorer_weights``: kept unless given;
-        ``plan_decode=None`` drops it; a new ``decode`` is resolved as in the constructor);
-        the lateral status setting is kept.
+    def reconfigure(self, config: PlannerConfig) -> "Planner":
+        """A new planner of these weights with ``config`` (build it with
+        ``dataclasses.replace(planner.config, ...)``).
 
-        With the same backend and ``fast`` settings (None: this planner's) the new planner
-        shares this one's engine (``new.engine is self.engine``: compiled states and
-        automata are reused; the two take turns on ``engine.lock``); otherwise it builds
-        its own."""
-        backend, fast = backend or self.engine.backend, fast or self.engine.fast
-        verifier = self.engine.verifier_spec if verifier is _KEEP else verifier
-        exact = exact or self.engine.exact
-        same = (backend, fast, verifier, exact) == (self.engine.backend, self.engine.fast,
-                                                    self.engine.verifier_spec,
-                                                    self.engine.exact)
-        return type(self)(self.model, decode or self.decode, backend,
-                          self._plan_override if plan_decode is _KEEP else plan_decode,
-                          fast=fast, engine=self.engine if same else None,
-                          plan_max_speed=(self.plan_max_speed if plan_max_speed is _KEEP
-                                          else plan_max_speed),
-                          lateral_status=self.lateral_status,
-                          candidates=self.candidates if candidates is _KEEP else candidates,
-                          scorer_weights=(self._scorer_weights if scorer_weights is _KEEP
-                                          else scorer_weights),
-                          verifier=verifier, exact=exact)
+        Where ``config.engine_key()`` equals this planner's (the same backend, ``fast``,
+        verifier and ``exact`` settings) the new planner shares this one's engine
+        (``new.engine is self.engine``: compiled states, automata and a loaded verifier are
+        reused; the two take turns on ``engine.lock``); otherwise it builds its own."""
+        same = config.engine_key() == _engine_key(self.engine)
+        return type(self)(self.model, config, engine=self.engine if same else None)
+
+    @property
+    def verifier_name(self) -> str | None:
+        """Exact mode's verifier, as a name: its checkpoint's directory, or "self"; None
+        when this planner decodes no answer in exact mode."""
+        if "exact" not in (self.decode.mode, self.plan_decode.mode):
+            return None
+        return self.engine.exact_verifier().origin or "self"
 
     def _resolve(self, decode: DecodeConfig) -> DecodeConfig:
         try:
@@ -258,6 +242,23 @@ class Planner:
         """How many tokens ``text`` is on its own (no chat format, no image tokens)."""
         return len(self.model.processor.encode_text(text))
 
+    def prompt_length(self, prompt: str, image_sizes: Sequence[tuple[int, int]]) -> int:
+        """How many tokens ``prompt`` is with images of these (width, height) sizes, chat
+        format and image tokens included, as an encoded batch holds it: computed from the
+        sizes alone (no image is decoded)."""
+        processor = self.model.processor
+        merge = processor.config.merge_size ** 2
+        n_image = [processor.image_processor.get_number_of_image_patches(h, w) // merge
+                   for w, h in image_sizes]
+        return len(processor.prompt_ids(prompt, n_image))
+
+    def answer_positions(self, decode: DecodeConfig | None = None) -> int:
+        """Positions an answer decoded with ``decode`` (default: ``decode``) may take:
+        ``max_new_tokens`` rounded up to whole blocks."""
+        decode = decode or self.decode
+        block = decode.block_size or self.model.fields.block_size or 1
+        return -(-decode.max_new_tokens // block) * block
+
     # ------------------------------------------------------------------ core
     def generate(self, prompts: Sequence[str], images: Sequence[list],
                  decode: DecodeConfig | None = None,
@@ -267,18 +268,27 @@ class Planner:
         ``decode`` (default: the planner's ``decode``); ``language``: the answers' language
         (enforced unless ``decode.constrained`` is False). Raises PromptTooLong, before any
         forward, when a prompt and ``max_new_tokens`` do not fit in the model's positions."""
+        rows, stats = self.generate_rows(prompts, images, decode, language)
+        return [row.text for row in rows], stats
+
+    def generate_rows(self, prompts: Sequence[str], images: Sequence[list],
+                      decode: DecodeConfig | None = None,
+                      language: tasks.AnswerLanguage | None = None
+                      ) -> tuple[list[GeneratedRow], DecodeStats]:
+        """``generate``'s answers, each with its token count and whether it ended within
+        the budget (a row that did not is cut off there), and the batch's stats."""
         decode = decode or self.decode
         out = self.engine.decode(self._encode(prompts, images, decode), decode, language)
-        texts = [self.model.processor.decode_answer(s) for s in out.sequences]
-        return texts, out.stats
+        rows = [GeneratedRow(self.model.processor.decode_answer(seq), len(seq) + int(done),
+                             bool(done)) for seq, done in zip(out.sequences, out.finished)]
+        return rows, out.stats
 
     def _encode(self, prompts: Sequence[str], images: Sequence[list],
                 decode: DecodeConfig) -> dict:
         """The encoded batch; PromptTooLong when a prompt and the answer budget do not fit."""
         batch = self.model.processor.encode_prompts(list(prompts), [list(i) for i in images])
         prompt_tokens = int(batch["input_ids"].shape[1])               # (B, P) left-padded
-        block = decode.block_size or self.model.fields.block_size or 1
-        answer_tokens = -(-decode.max_new_tokens // block) * block     # whole blocks
+        answer_tokens = self.answer_positions(decode)
         if prompt_tokens + answer_tokens > self.max_positions:
             raise PromptTooLong(prompt_tokens, answer_tokens, self.max_positions)
         return batch
