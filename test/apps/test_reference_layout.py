@@ -170,3 +170,30 @@ def test_the_reference_scripts_predictions_are_scored_merged_or_per_rank(referen
         return {task: {k: v for k, v in report[task].items() if k != "intervals"}
                 for task in ("planning", "detection", "qa")}
     assert metrics(by_rank) == metrics(joined) and by_rank["failures"] == joined["failures"]
+
+
+def test_eval_compare_reads_the_reference_layout_as_eval_open_loop_does(reference_root,
+                                                                         tmp_path, capsys):
+    """`eval compare --data` finds the images where `eval open-loop` does: the working
+    directory for records without a task, or --image-root; both give one report."""
+    predictions = reference_root / "outputs" / "predictions.json"
+    argv = ["eval", "compare", "--a", f"predictions:{predictions}", "--b",
+            f"predictions:{predictions}", "--data", reference_root / "eval.json", "--json",
+            "--no-progress"]
+    with working_directory(reference_root):
+        rc, out, err = run(capsys, *argv, "--out", tmp_path / "in_root")
+    assert rc == 0, err
+    assert f"relative to {reference_root} (the working directory" in err
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    with working_directory(elsewhere):
+        rc, given, err = run(capsys, *argv, "--image-root", reference_root,
+                             "--out", tmp_path / "given")
+    assert rc == 0, err
+    assert f"relative to {reference_root} (given by --image-root)" in err
+    in_root, given = json.loads(out), json.loads(given)
+    assert in_root["tasks"] == given["tasks"] and in_root["records"] == 6
+    difference = in_root["tasks"]["planning"]["l2_mean"]["difference"]
+    assert difference["mean"] == 0.0 and difference["n"] == 2
+    # the record whose prediction failed is counted per side, not reported as a task "None"
+    assert in_root["not_scored"] == {"a": 1, "b": 1} and "None" not in in_root["not_paired"]

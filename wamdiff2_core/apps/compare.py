@@ -27,6 +27,7 @@ from wamdiff2_core.apps.common import (CliError, check_model_source, decode_conf
                                        subgroup)
 from wamdiff2_core.apps.compare_store import EpisodeStore
 from wamdiff2_core.apps.outputs import check_output
+from wamdiff2_core.apps.predict import add_image_root_option
 from wamdiff2_core.candidates.config import (DEFAULT_DIVERSITY, DEFAULT_SCORER,
                                              DEFAULT_TEMPERATURE)
 
@@ -117,6 +118,7 @@ def register(subparsers) -> None:
     parser.add_argument("--data", default=None,
                         help="compare open loop on this data set (directory or records "
                              "file), paired by record")
+    add_image_root_option(parser, "--data")
     parser.add_argument("--tasks", default=None, help="open loop: only these tasks")
     parser.add_argument("--limit", type=int, default=None, metavar="N",
                         help="open loop: only the first N records (after --tasks)")

@@ -8,21 +8,24 @@ scoring on its own (``evaluation.comparison.record_values``).
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from wamdiff2_core.apps.common import CliError, check_model_source
 
 
 def _records(args: argparse.Namespace) -> tuple[list, Path]:
-    """The records of --data after --tasks and --limit, and the folder their images are in."""
+    """The records of --data after --tasks and --limit, and the folder their images are in
+    (the rule of `predict` and `eval open-loop`: ``evaluation.inputs``; --image-root wins)."""
+    from wamdiff2_core.evaluation.inputs import read_input
     from wamdiff2_core.evaluation.scorers import SCORERS
-    from wamdiff2_core.tasks import read_records, record_task, records_path
+    from wamdiff2_core.tasks import record_task
 
     try:
-        path = records_path(args.data)
-        records = read_records(path)
+        data = read_input(args.data, getattr(args, "image_root", None), "--data")
     except ValueError as exc:
         raise CliError(str(exc)) from None
+    records = data.records
     if args.tasks:
         wanted = {t.strip() for t in args.tasks.split(",") if t.strip()}
         if wanted - set(SCORERS):
@@ -35,7 +38,8 @@ def _records(args: argparse.Namespace) -> tuple[list, Path]:
         records = records[:args.limit]
     if not records:
         raise CliError(f"{args.data} has no records to compare (after --tasks / --limit)")
-    return records, path.parent
+    print(data.image_root.describe(), file=sys.stderr)
+    return records, data.image_root.path
 
 
 def _items(args: argparse.Namespace, side: str, spec: dict, records: list,
@@ -63,19 +67,13 @@ def _items(args: argparse.Namespace, side: str, spec: dict, records: list,
 def _decode(args: argparse.Namespace, path: str, spec: dict, records: list,
             image_root: Path, output: Path) -> None:
     """Decode the records with checkpoint ``path`` and its settings into ``output``."""
-    from wamdiff2_core.decoding.config import DecodeConfig
     from wamdiff2_core.evaluation.predict_run import PredictSettings, run_predict
-    from wamdiff2_core.planner import Planner
+    from wamdiff2_core.planner import Planner, PlannerConfig
 
     check_model_source(path)
     settings = spec["settings"]
     try:
-        planner = Planner.from_pretrained(path, decode=settings["decode"] or DecodeConfig(),
-                                          device=args.device,
-                                          candidates=settings["candidates"],
-                                          scorer_weights=settings["scorer_weights"],
-                                          verifier=settings["verifier"],
-                                          exact=settings["exact"])
+        planner = Planner.from_pretrained(path, PlannerConfig(**settings), device=args.device)
         output.parent.mkdir(parents=True, exist_ok=True)
         run_predict(planner, records, image_root, output,
                     PredictSettings(batch_size=args.batch_size, resume=args.resume,

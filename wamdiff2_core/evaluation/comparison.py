@@ -160,9 +160,13 @@ def compare_records(records: Sequence[Mapping], items_a: Sequence[Mapping],
     per task and metric, the paired difference over the records where both define it."""
     scored_a = [record_values(r, x, image_root) for r, x in zip(records, items_a, strict=True)]
     scored_b = [record_values(r, x, image_root) for r, x in zip(records, items_b, strict=True)]
-    tasks = [task for task, _ in scored_a]
+    # a record one side failed on (no task scored) still pairs by the other side's task:
+    # it then has no values on the failed side and drops out of that metric's pairs
+    tasks = [a or b for (a, _), (b, _) in zip(scored_a, scored_b)]
     values_a, values_b = [v for _, v in scored_a], [v for _, v in scored_b]
-    report: dict = {"names": list(names), "records": len(records), "tasks": {}}
+    report: dict = {"names": list(names), "records": len(records), "tasks": {},
+                    "not_scored": {"a": sum(t is None for t, _ in scored_a),
+                                   "b": sum(t is None for t, _ in scored_b)}}
     for task, metrics in RECORD_METRICS.items():
         rows = [k for k, t in enumerate(tasks) if t == task]
         if not rows:
@@ -174,7 +178,7 @@ def compare_records(records: Sequence[Mapping], items_a: Sequence[Mapping],
                 out[key] = paired_block([values_a[k][key] for k in both],
                                         [values_b[k][key] for k in both], names, higher)
         report["tasks"][task] = out
-    skipped = sorted({str(t) for t in tasks if t not in RECORD_METRICS})
+    skipped = sorted({t for t in tasks if t is not None and t not in RECORD_METRICS})
     if skipped:
         report["not_paired"] = {t: "not a mean over records (mAP): no per-record pairing"
                                 if t == "detection" else "no per-record metric"
@@ -198,6 +202,10 @@ def format_open(report: dict) -> str:
                                              "records"))
     for task, why in report.get("not_paired", {}).items():
         lines.append(f"{task}: {why}")
+    failed = report.get("not_scored", {})
+    if any(failed.values()):
+        lines.append(f"records not scored (failed, unreadable or unmatched): "
+                     f"A {failed['a']}, B {failed['b']}")
     return "\n".join(lines) + "\n"
 
 
