@@ -1,5 +1,7 @@
 """`wamdiff2 bench node`: end-to-end node latency next to the bare planner (thin: parse,
-build a BenchConfig, call wamdiff2_ros.tools.node_bench)."""
+build a BenchConfig, call wamdiff2_ros.tools.node_bench); `bench soak`, the node under a
+steady camera; `bench dds`, camera frames delivered under this machine's DDS setting
+(wamdiff2_ros.tools.dds_delivery)."""
 from __future__ import annotations
 
 import argparse
@@ -70,6 +72,33 @@ def register(subparsers) -> None:
     soak.add_argument("--rate", type=float, default=15.0, help="camera Hz (default 15)")
     soak.set_defaults(func=run_soak)
 
+    dds = bench.add_parser(
+        "dds", help="camera frames a subscriber in another process receives under this "
+                    "machine's DDS setting",
+        description="Publish --frames rgb8 images of --size at --rate to a subscriber in a "
+                    "child process (same environment, or --sub-profile as its Fast DDS "
+                    "profile) and print frames delivered and latency p50/p95. The DDS "
+                    "setting under test is the environment's (RMW_IMPLEMENTATION, "
+                    "FASTRTPS_DEFAULT_PROFILES_FILE, FASTDDS_BUILTIN_TRANSPORTS, ...).")
+    dds.add_argument("--size", default="640x360", help="image WIDTHxHEIGHT (640x360)")
+    dds.add_argument("--rate", type=float, default=15.0, help="frames per second (default 15)")
+    dds.add_argument("--frames", type=int, default=60, help="frames to send (default 60)")
+    dds.add_argument("--pub-qos", choices=("reliable", "best_effort"), default="reliable",
+                     help="the publisher's reliability (default reliable, as most camera "
+                          "drivers and `bag replay`)")
+    dds.add_argument("--sub-qos", choices=("reliable", "best_effort"), default="best_effort",
+                     help="the subscriber's reliability (default best_effort)")
+    dds.add_argument("--settle-s", type=float, default=2.0, metavar="SECONDS",
+                     help="wait after the match before the first frame (default 2)")
+    dds.add_argument("--sub-profile", default="", metavar="XML",
+                     help="a Fast DDS profile for the subscriber only, e.g. "
+                          "config/fastdds_node.xml (the publisher keeps the environment's "
+                          "setting)")
+    dds.add_argument("--domain-id", type=int, default=0,
+                     help="ROS_DOMAIN_ID for the run (default: derived from the pid)")
+    dds.add_argument("--json", metavar="PATH", help="also write the numbers as JSON")
+    dds.set_defaults(func=run_dds)
+
 
 def _size(text: str) -> tuple[int, int]:
     try:
@@ -131,6 +160,33 @@ def run_soak(args: argparse.Namespace) -> int:
     except (RuntimeError, TimeoutError) as exc:
         raise CliError(str(exc)) from None
     print(result.lines())
+    if args.json:
+        Path(args.json).write_text(json.dumps(result.summary(), indent=2) + "\n")
+    return 0
+
+
+def run_dds(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from wamdiff2_ros.tools.dds_delivery import DeliveryConfig, measure_delivery
+
+    width, height = _size(args.size)
+    if args.frames < 1 or not 0 < args.rate <= 1000 or args.settle_s < 0:
+        raise CliError("--frames must be at least 1, --rate in (0, 1000] and --settle-s >= 0")
+    if not 0 <= args.domain_id <= 232:
+        raise CliError("--domain-id must be in 0..232")
+    if args.sub_profile and not Path(args.sub_profile).is_file():
+        raise CliError(f"--sub-profile {args.sub_profile} is not a file")
+    if args.json:
+        check_output(args.json, "--json", folder=False)
+    cfg = DeliveryConfig(width=width, height=height, rate_hz=args.rate, frames=args.frames,
+                         pub_qos=args.pub_qos, sub_qos=args.sub_qos, settle_s=args.settle_s,
+                         sub_profile=args.sub_profile, domain_id=args.domain_id)
+    try:
+        result = measure_delivery(cfg)
+    except RuntimeError as exc:
+        raise CliError(str(exc)) from None
+    print(result.line(), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(result.summary(), indent=2) + "\n")
     return 0
