@@ -22,11 +22,17 @@ model runner):
 model's paradigm. States hold one call's buffers, so calls take turns on ``lock``: two
 planners sharing an engine (``Planner.reconfigure`` with the same backend) decode one at a
 time; nothing else is shared between them.
+
+Nothing outside ``decoding`` reads a runner or a state: callers read what the engine runs
+with from its properties (``mode``, ``attention``, ``device``, ...), and the benchmarks time
+single steps of its states through ``step_probes``.
 """
 from __future__ import annotations
 
 import threading
 from typing import Sequence
+
+import torch
 
 from wamdiff2_core.decoding import exact, fast, fast_ar, fast_exact, reference
 from wamdiff2_core.decoding.config import (BACKENDS, DecodeConfig, ExactConfig, FastConfig,
@@ -36,7 +42,7 @@ from wamdiff2_core.decoding.constraints.session import (check_budget, device_aut
                                                         language_for)
 from wamdiff2_core.decoding.copies import repeat_batch
 from wamdiff2_core.decoding.output import DecodeOutput, DecodeStats
-from wamdiff2_core.decoding.runner import FastRunner
+from wamdiff2_core.decoding.runner import FastRunner, sync
 from wamdiff2_core.decoding.verify import check_verifier, load_verifier
 from wamdiff2_core.model.modeling import Wamdiff2Model
 from wamdiff2_core.tasks.languages import AnswerLanguage
@@ -72,6 +78,39 @@ class DecodingEngine:
         where = f", mode {self.runner.mode}" if self.runner else ""
         return (f"DecodingEngine({self.model.origin or 'model'}, {self.backend}"
                 f"{where}, {len(self.runner.states) if self.runner else 0} states)")
+
+    # ------------------------------------------------------------------ what it runs with
+    @property
+    def device(self) -> torch.device:
+        """The device the engine decodes on (the model's)."""
+        return self.runner.device if self.runner else self.model.device
+
+    @property
+    def mode(self) -> str | None:
+        """The fast decoders' resolved execution mode (``graphs.resolve_mode``); None with
+        the reference backend."""
+        return self.runner.mode if self.runner else None
+
+    @property
+    def attention(self) -> str | None:
+        """The fast decoders' attention backend as resolved (SDPA once FlashInfer, only
+        preferred, failed to build a state); None with the reference backend."""
+        return self.runner.attention if self.runner else None
+
+    @property
+    def sync_every(self) -> int | None:
+        """Steps between the fast decoders' done-checks; None with the reference backend."""
+        return self.runner.sync_every if self.runner else None
+
+    @property
+    def dtype(self) -> torch.dtype | None:
+        """The fast decoders' compute dtype (the weights'); None with the reference
+        backend."""
+        return self.runner.text.dtype if self.runner else None
+
+    def sync(self) -> None:
+        """Wait for the device work queued so far (timers only: ``step_probes``)."""
+        sync(self.device)
 
     def automaton(self, language: AnswerLanguage, max_new_tokens: int) -> DeviceAutomaton:
         """The automaton of ``language`` on the model's device (compiled on first use).
