@@ -152,7 +152,7 @@ def _latency_modes(text: str | None, model, fast) -> list[str]:
     from wamdiff2_core.decoding.graphs import resolve_mode
 
     try:
-        resolved = DecodingEngine(model, "fast", fast).runner.mode    # checks the device
+        resolved = DecodingEngine(model, "fast", fast).mode    # checks the device
         modes = text.split(",") if text else ["eager", resolved]
         return list(dict.fromkeys(resolve_mode(m, model.device) for m in modes))
     except ValueError as exc:

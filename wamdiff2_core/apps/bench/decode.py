@@ -22,6 +22,7 @@ from wamdiff2_core.apps.bench.exact import EXACT_NAME, exact_report, exact_spec
 from wamdiff2_core.apps.bench.latency import forward_latency
 from wamdiff2_core.decoding.config import DECODE_MODES, DecodeConfig, ExactConfig, FastConfig
 from wamdiff2_core.decoding.engine import DecodingEngine
+from wamdiff2_core.decoding.output import DecodeOutput
 from wamdiff2_core.evaluation.l2 import l2_horizons, l2_per_waypoint
 from wamdiff2_core.model.modeling import Wamdiff2Model
 
@@ -165,6 +166,21 @@ class DecoderSpec:
     cfg: DecodeConfig
     language: tasks.AnswerLanguage | None = None
 
+    def encode(self, samples: Sequence[Sample]) -> dict:
+        """The samples' prompts and images as one batch for this decoder's model."""
+        return self.engine.model.processor.encode_prompts([s.prompt for s in samples],
+                                                          [s.images for s in samples])
+
+    def warmup(self, batch: dict) -> None:
+        self.engine.warmup(batch, self.cfg, self.language)
+
+    def decode(self, batch: dict) -> DecodeOutput:
+        """The ``DecodeOutput`` of an encoded batch with this decoder's settings."""
+        return self.engine.decode(batch, self.cfg, self.language)
+
+    def answer_text(self, sequence: list[int]) -> str:
+        return self.engine.model.processor.decode_answer(sequence)
+
 
 def run_decoders(specs: Sequence[DecoderSpec], samples: Sequence[Sample], batch: int,
                  repeats: int = 1) -> dict[str, DecoderResult]:
@@ -173,18 +189,16 @@ def run_decoders(specs: Sequence[DecoderSpec], samples: Sequence[Sample], batch:
     graphs). The decoders take turns on each batch, so a machine whose load drifts during
     the run slows them alike."""
     batches = [samples[i:i + batch] for i in range(0, len(samples), batch)]
-    encoded = {sp.name: [sp.engine.model.processor.encode_prompts([s.prompt for s in b],
-                                                                  [s.images for s in b])
-                         for b in batches] for sp in specs}
+    encoded = {sp.name: [sp.encode(b) for b in batches] for sp in specs}
     for sp in specs:
-        sp.engine.warmup(encoded[sp.name][0], sp.cfg, sp.language)
+        sp.warmup(encoded[sp.name][0])
     results = {sp.name: DecoderResult(sp.name) for sp in specs}
     for r in range(repeats):
         for res in results.values():
             res.passes.append([0, 0.0])
         for i in range(len(batches)):
             for sp in specs:
-                out = sp.engine.decode(encoded[sp.name][i], sp.cfg, sp.language)
+                out = sp.decode(encoded[sp.name][i])
                 res, st = results[sp.name], out.stats
                 res.passes[-1][0] += st.tokens
                 res.passes[-1][1] += st.decode_ms
@@ -195,9 +209,8 @@ def run_decoders(specs: Sequence[DecoderSpec], samples: Sequence[Sample], batch:
                 for name in ("denoise_forwards", "verify_forwards", "row_blocks", "drafts"):
                     setattr(res, name, getattr(res, name) + getattr(st, name, 0))
                 if r == repeats - 1:
-                    decode_answer = sp.engine.model.processor.decode_answer
                     res.sequences += out.sequences
-                    res.texts += [decode_answer(q) for q in out.sequences]
+                    res.texts += [sp.answer_text(q) for q in out.sequences]
     for res in results.values():
         res.l2 = planning_l2(res.texts, samples)
     return results
@@ -322,7 +335,7 @@ def latency_report(model: Wamdiff2Model, sample: Sample, batch: int, cfg: Decode
     ``constraint_settings(cfg)`` holds the constrained setting. ``engine``: the fast engine
     of ``model`` whose resolved settings are reported (default: one built here)."""
     settings = constraint_settings(cfg)
-    runner = (engine or DecodingEngine(model, "fast", fast)).runner
+    engine = engine or DecodingEngine(model, "fast", fast)
     block = cfg.block_size or model.fields.block_size
     language = tasks.planning_language() if True in settings else None
     latency = {mode: forward_latency(model, sample, batch, block,
@@ -330,11 +343,11 @@ def latency_report(model: Wamdiff2Model, sample: Sample, batch: int, cfg: Decode
                                      latency_reps, language)
                for mode in latency_modes}
     return {
-        "device": str(model.device), "dtype": str(runner.text.dtype).replace("torch.", ""),
+        "device": str(model.device), "dtype": str(engine.dtype).replace("torch.", ""),
         "parameters": model.num_parameters(), "decode": cfg.to_dict(), "block_size": block,
         "constraints": ["on" if c else "off" for c in settings],
-        "fast": {**asdict(fast), "resolved_mode": runner.mode,
-                 "resolved_attention": runner.attention, "sync_every": runner.sync_every},
+        "fast": {**asdict(fast), "resolved_mode": engine.mode,
+                 "resolved_attention": engine.attention, "sync_every": engine.sync_every},
         "batch": batch, "latency_reps": latency_reps, "latency_ms": latency, "notes": [],
     }
 

@@ -22,6 +22,7 @@ from wamdiff2_core import tasks
 from wamdiff2_core.apps.bench.latency import step_ms
 from wamdiff2_core.decoding.config import DecodeConfig, ExactConfig, FastConfig
 from wamdiff2_core.decoding.engine import DecodingEngine
+from wamdiff2_core.decoding.step_probes import verify_steps
 from wamdiff2_core.model.modeling import Wamdiff2Model
 
 EXACT_NAME = "exact_fast"
@@ -109,21 +110,15 @@ def verify_latency(model: Wamdiff2Model, verifier: Wamdiff2Model, sample, batch:
     enc = model.processor.encode_prompts([sample.prompt] * batch, [sample.images] * batch)
     diff = model.with_fields(paradigm="diffusion", block_size=block)
     engine = DecodingEngine(diff, "fast", fast, verifier=verifier, exact=exact)
-    engine.decode(enc, DecodeConfig(block_size=block, max_new_tokens=2 * block,
-                                    constrained=False, mode="exact"))
-    (st,) = [s for key, s in engine.verifier_runner.states.items() if key[0] == "verify"]
+    probe = verify_steps(engine, enc, DecodeConfig(block_size=block, max_new_tokens=2 * block,
+                                                   constrained=False, mode="exact"))
+    rewind, step = probe.rewind, probe.verify
 
-    def rewind():                            # every timed verify reads from offset 0
-        st.rows.pos.zero_()
-        st.rows.draft_start.zero_()
-        st.rows.done.zero_()
-
-    def verify():
+    def verify():                            # every timed verify reads from offset 0
         rewind()
-        st.verify()
-    width = exact.resolved(block, model.device).verify_width
-    return {"exact_verify": step_ms(verify, reps, engine.runner.device)
-            - step_ms(rewind, reps, engine.runner.device), "verify_width": width}
+        step()
+    return {"exact_verify": step_ms(verify, reps, engine.sync)
+            - step_ms(rewind, reps, engine.sync), "verify_width": probe.width}
 
 
 def exact_lines(c: dict, title: str) -> Sequence[str]:

@@ -8,9 +8,9 @@ from typing import Callable
 
 import torch
 
-from wamdiff2_core.decoding.config import DecodeConfig, FastConfig, resolve_decode
+from wamdiff2_core.decoding.config import DecodeConfig, FastConfig
 from wamdiff2_core.decoding.engine import DecodingEngine
-from wamdiff2_core.decoding.runner import sync
+from wamdiff2_core.decoding.step_probes import ar_step, diffusion_steps
 from wamdiff2_core.model.modeling import Wamdiff2Model
 from wamdiff2_core.tasks.languages import AnswerLanguage
 
@@ -31,40 +31,25 @@ def forward_latency(model: Wamdiff2Model, sample, batch: int, block: int,
     diff = model.with_fields(paradigm="diffusion", block_size=block)
     cfg = DecodeConfig(block_size=block, max_new_tokens=2 * block, constrained=False)
 
-    def state(fuse: bool, cfg=cfg, language=None):            # built and filled by a decode
+    def steps(fuse: bool, cfg=cfg, language=None):           # built and filled by a decode
         engine = DecodingEngine(diff, "fast", replace(fast, fuse_commit=fuse))
-        cfg = resolve_decode(cfg, diff.fields)                 # the rule the state is keyed by
-        engine.decode(enc, cfg, language)
-        runner = engine.runner
-        key = ("diffusion", runner.bucket(batch), block, cfg.commit_rule, True, fuse) + \
-            ((language,) if language else ())
-        return runner.states[key], runner.device
+        return diffusion_steps(engine, enc, cfg, language), engine.sync
 
-    fused, dev = state(True)
-    out["block_step"] = step_ms(lambda: fused.run_step(0.0, None, batch), reps, dev)
-    out["first_step"] = step_ms(lambda: fused.run_step(0.0, None, batch, first=True), reps, dev)
+    fused, sync = steps(True)
+    out["block_step"] = step_ms(fused.step(), reps, sync)
+    out["first_step"] = step_ms(fused.step(first=True), reps, sync)
     if language is not None:
-        out.update(_constrained_latency(state, diff, language, block, batch, reps, dev))
-    unfused, dev = state(False)
-    out["commit"] = step_ms(unfused.commit, reps, dev)
-    ar = model.with_fields(paradigm="ar", block_size=1)
-    engine = DecodingEngine(ar, "fast", fast)
-    engine.decode(enc, DecodeConfig(max_new_tokens=reps + 2, constrained=False))
-    runner = engine.runner
-    st = runner.states[("ar", runner.bucket(batch), True)]
-    n = [int(x) for x in st.base.tolist()]
-
-    def ar_step(j=[0]):
-        j[0] += 1
-        st.attn.plan([m + j[0] for m in n])
-        st.run_step(0.0, None, batch)
-    st.c.zero_()
-    out["ar_step"] = step_ms(ar_step, reps, runner.device)
-    out["mode"], out["attention"] = runner.mode, runner.attention
+        out.update(_constrained_latency(steps, diff, language, block, reps))
+    unfused, sync = steps(False)
+    out["commit"] = step_ms(unfused.commit(), reps, sync)
+    engine = DecodingEngine(model.with_fields(paradigm="ar", block_size=1), "fast", fast)
+    step = ar_step(engine, enc, DecodeConfig(max_new_tokens=reps + 2, constrained=False))
+    out["ar_step"] = step_ms(step, reps, engine.sync)
+    out["mode"], out["attention"] = engine.mode, engine.attention
     return out
 
 
-def _constrained_latency(state, model, language, block, batch, reps, dev) -> dict:
+def _constrained_latency(steps, model, language, block, reps) -> dict:
     """The constrained rows of the table: a state decoding ``language`` (a budget that
     holds its shortest answer), each step timed from an all-masked first block."""
     from wamdiff2_core.decoding.constraints.session import automaton_for
@@ -72,32 +57,28 @@ def _constrained_latency(state, model, language, block, batch, reps, dev) -> dic
     budget = max(2 * block, automaton_for(model, language, 4096).min_tokens)
     cfg = DecodeConfig(block_size=block, max_new_tokens=-(-budget // block) * block,
                        constrained=True)
-    st, dev = state(True, cfg, language)
-
-    def fresh():                             # the first block, everything masked
-        st.step.zero_()
-        st.x.fill_(st.mask_id)
-        st.cons.start(cfg.max_new_tokens, batch)
-        st.cons.begin_block(0)
+    st, sync = steps(True, cfg, language)
+    fresh = st.restart()                     # the first block, everything masked
 
     def timed(fn):
         def run():
             fresh()
             fn()
-        return step_ms(run, reps, dev) - step_ms(fresh, reps, dev)
-    return {"block_step_constrained": timed(lambda: st.run_step(0.0, None, batch)),
-            "last_step_constrained": timed(lambda: st.run_step(0.0, None, batch, last=True)),
-            "constraint_select": timed(lambda: st.selects[False]()),
-            "constraint_fill": timed(lambda: st.selects[True]())}
+        return step_ms(run, reps, sync) - step_ms(fresh, reps, sync)
+    return {"block_step_constrained": timed(st.step()),
+            "last_step_constrained": timed(st.step(last=True)),
+            "constraint_select": timed(st.select(last=False)),
+            "constraint_fill": timed(st.select(last=True))}
 
 
-def step_ms(fn: Callable[[], object], reps: int, device: torch.device) -> float:
+def step_ms(fn: Callable[[], object], reps: int, sync: Callable[[], None]) -> float:
     """Milliseconds one call of ``fn`` takes: one untimed call, then the mean of ``reps``,
-    the device synchronised around them (the latency table's timer, exact mode's too)."""
+    ``sync`` (the engine's: its device) waited for around them (the latency table's timer,
+    exact mode's too)."""
     fn()
-    sync(device)
+    sync()
     t0 = time.perf_counter()
     for _ in range(reps):
         fn()
-    sync(device)
+    sync()
     return (time.perf_counter() - t0) * 1e3 / reps
