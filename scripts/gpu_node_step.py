@@ -63,7 +63,7 @@ def bench_node(a: argparse.Namespace, out: Path) -> dict:
 def bare_planner(a: argparse.Namespace) -> list[float]:
     """Planner.plan on synthetic frames, each on a worker thread as the node plans (and as
     bench node times its bare planner); milliseconds of the timed frames."""
-    from wamdiff2_core.planner import Planner
+    from wamdiff2_core.planner import Planner, PlannerConfig
     from wamdiff2_core.sim.camera import parse_resolution
     from wamdiff2_core.tasks import AnswerParseError
     from wamdiff2_core.types import Observation
@@ -74,7 +74,8 @@ def bare_planner(a: argparse.Namespace) -> list[float]:
     knobs = {k: v for k, v in (("max_new_tokens", a.max_new_tokens),
                                ("block_size", a.block_size)) if v}
     decode = DecodeConfig(constrained=False if a.no_constrained else None, **knobs)
-    planner = Planner.from_pretrained(a.preset, decode=decode, device=a.device, dtype=a.dtype)
+    planner = Planner.from_pretrained(a.preset, PlannerConfig(decode), device=a.device,
+                                      dtype=a.dtype)
     planner.warmup(width, height)
     rng = np.random.default_rng(0)
     times: list[float] = []

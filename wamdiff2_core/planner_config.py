@@ -68,6 +68,7 @@ class PlannerConfig:
     lateral_status: whether planning prompts state the lateral velocity and acceleration
         (None: the model's setting).
 
+    ``decode``, ``fast``, ``exact`` or ``candidates`` given as None is the default.
     Backend, ``fast``, ``verifier`` and ``exact`` make the ``engine_key``: two planners of
     one model whose keys are equal may share one engine."""
 
@@ -83,6 +84,10 @@ class PlannerConfig:
     lateral_status: bool | None = None
 
     def __post_init__(self) -> None:
+        for name, kind in (("decode", DecodeConfig), ("fast", FastConfig),
+                           ("exact", ExactConfig), ("candidates", CandidateConfig)):
+            if getattr(self, name) is None:          # None: the default, as left out
+                object.__setattr__(self, name, kind())
         for name, kind in (("decode", DecodeConfig), ("fast", FastConfig),
                            ("exact", ExactConfig), ("candidates", CandidateConfig)):
             if not isinstance(getattr(self, name), kind):

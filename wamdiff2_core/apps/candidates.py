@@ -70,15 +70,15 @@ def run_collect(args: argparse.Namespace) -> int:
     if args.episodes < 1:
         raise CliError("--episodes must be at least 1")
     check_model_source(args.checkpoint)
-    from wamdiff2_core.planner import Planner
+    from wamdiff2_core.planner import Planner, PlannerConfig
     from wamdiff2_core.sim.candidate_data import collect_frames
     from wamdiff2_core.sim.closed_loop import ClosedLoopConfig
 
     sim = ClosedLoopConfig(episodes=args.episodes, seed=args.seed,
                            scenarios=scenarios_arg(args.scenarios))
     try:
-        planner = Planner.from_pretrained(args.checkpoint, candidates=config,
-                                          scorer_weights=args.scorer_weights)
+        planner = Planner.from_pretrained(args.checkpoint, PlannerConfig(
+            candidates=config, scorer_weights=args.scorer_weights))
     except ValueError as exc:               # CheckpointError, CandidateConfigError
         raise CliError(str(exc)) from None
     summary = collect_frames(planner, sim, args.out, args.follow,

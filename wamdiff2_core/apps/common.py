@@ -204,7 +204,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_exact_options(parser: argparse.ArgumentParser) -> None:
     """--verifier DIR|self and --draft-steps N: exact mode's verifier and draft budget (they
-    matter with --decode-mode exact; ``exact_settings`` reads them, ``planner_from_args``
+    matter with --decode-mode exact; ``exact_settings`` reads them, ``planner_config``
     passes them on), for the commands whose planner honours them."""
     parser.add_argument("--verifier", metavar="DIR|self", default=None,
                         help="exact mode's verifier, whose greedy answers it returns: a "
@@ -216,8 +216,8 @@ def add_exact_options(parser: argparse.ArgumentParser) -> None:
 
 
 def exact_settings(args: argparse.Namespace) -> dict:
-    """The Planner keywords of --verifier and --draft-steps (``verifier``, ``exact``); an
-    invalid value is one CliError."""
+    """The ``PlannerConfig`` fields of --verifier and --draft-steps (``verifier``,
+    ``exact``); an invalid value is one CliError."""
     verifier = getattr(args, "verifier", None)
     if verifier not in (None, "self"):
         check_model_source(verifier)
@@ -239,22 +239,36 @@ def check_model_source(source) -> None:
         raise CliError(str(exc)) from None
 
 
+def planner_config(args: argparse.Namespace, decode: DecodeConfig | None = None,
+                   **candidates):
+    """The ``PlannerConfig`` of the shared model options: ``decode`` (default: from the
+    decoding options), --backend, exact mode's --verifier / --draft-steps, and
+    ``candidates`` (``candidate_options.candidate_settings``); an invalid value or
+    combination is one CliError."""
+    from wamdiff2_core.planner_config import PlannerConfig
+
+    decode = decode or decode_config(args)
+    try:
+        return PlannerConfig(decode, backend=getattr(args, "backend", None), **candidates,
+                             **exact_settings(args))
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+
+
 def planner_from_args(args: argparse.Namespace, decode: DecodeConfig | None = None,
                       **candidates):
-    """A Planner from the shared model arguments (``decode``: default from the decoding
-    options; ``candidates``: ``candidate_options.candidate_settings``); any loading problem
-    becomes one CliError."""
-    decode = decode or decode_config(args)
+    """A Planner from the shared model arguments, with ``planner_config(args, decode,
+    **candidates)``; any loading problem becomes one CliError."""
+    config = planner_config(args, decode, **candidates)
     check_model_source(args.checkpoint)
     from wamdiff2_core.decoding.constraints.automaton import LanguageError
     from wamdiff2_core.model.modeling import CheckpointError
     from wamdiff2_core.planner import Planner
 
     try:
-        return Planner.from_pretrained(args.checkpoint or args.preset, decode=decode,
+        return Planner.from_pretrained(args.checkpoint or args.preset, config,
                                        device=args.device, dtype=args.dtype,
-                                       backend=args.backend, fields=field_overrides(args),
-                                       **candidates, **exact_settings(args))
+                                       fields=field_overrides(args))
     except LanguageError as exc:
         raise CliError(language_hint(exc)) from None
     except (CheckpointError, ValueError) as exc:

@@ -23,7 +23,7 @@ from wamdiff2_core.apps.candidate_options import add_candidate_options, candidat
 from wamdiff2_core.apps.common import (CAMERAS_HELP, CliError, add_decode_options,
                                        add_exact_options, add_field_options,
                                        check_model_source, decode_config, decode_knobs,
-                                       exact_settings, field_overrides, rig_arg,
+                                       field_overrides, planner_config, rig_arg,
                                        scenarios_arg, subgroup)
 from wamdiff2_core.apps.outputs import check_output
 from wamdiff2_core.apps.predict import (add_image_root_option, add_predict_options, announce,
@@ -152,16 +152,15 @@ def _predictor(args: argparse.Namespace):
     from wamdiff2_core.evaluation.predictors import MODEL_FREE
 
     decode = decode_config(args)           # checked first, also for model-free answers
-    candidates, exact = candidate_settings(args), exact_settings(args)
+    config = planner_config(args, decode, **candidate_settings(args))
     if args.checkpoint in MODEL_FREE:
         return None, {"checkpoint": args.checkpoint}
     check_model_source(args.checkpoint)
     from wamdiff2_core.planner import Planner
 
     try:
-        planner = Planner.from_pretrained(args.checkpoint, decode=decode, device=args.device,
-                                          fields=field_overrides(args), **candidates,
-                                          **exact)
+        planner = Planner.from_pretrained(args.checkpoint, config, device=args.device,
+                                          fields=field_overrides(args))
     except ValueError as exc:          # CheckpointError, CandidateConfigError
         raise CliError(str(exc)) from None
     info = {"checkpoint": args.checkpoint, "device": args.device, "decode": decode.to_dict()}

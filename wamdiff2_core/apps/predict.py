@@ -112,8 +112,8 @@ def manifest(args: argparse.Namespace, planner, records: list, image_root: Path)
             **({} if planner.picker is None else {"candidates": {
                 **dataclasses.asdict(planner.candidates),
                 "scorer_weights": planner.picker.weights and str(planner.picker.weights)}}),
-            **({"verifier": planner.engine.exact_verifier().origin or "self"}   # exact mode:
-               if "exact" in (planner.decode.mode, planner.plan_decode.mode) else {})}
+            **({"verifier": planner.verifier_name}          # exact mode's (None otherwise)
+               if planner.verifier_name else {})}
 
 
 def predict_to(args: argparse.Namespace, settings, planner, ctx, records: list,

@@ -19,7 +19,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from wamdiff2_core.decoding.config import DecodeStats
 from wamdiff2_core.image_files import ImageFileError, image_size, open_rgb
 from wamdiff2_core.types import PromptTooLong
 
@@ -38,15 +37,6 @@ class Job:
     length: int                         # prompt tokens: chat format and image tokens included
 
 
-@dataclass
-class RowAnswer:
-    """One row of a batched decode."""
-
-    text: str
-    tokens: int                         # answer tokens, end-of-answer included
-    finished: bool                      # the answer ended within the budget
-
-
 def image_paths(record: Mapping, image_root: str | os.PathLike) -> tuple[Path, ...]:
     """The record's image paths, relative ones under ``image_root``; ValueError, one
     sentence, when its ``image`` is neither a path nor a list of paths."""
@@ -55,21 +45,6 @@ def image_paths(record: Mapping, image_root: str | os.PathLike) -> tuple[Path, .
     if not isinstance(images, list) or not all(isinstance(p, str) and p for p in images):
         raise ValueError("record image must be a list of non-empty str paths (or one str)")
     return tuple(Path(p) if Path(p).is_absolute() else Path(image_root) / p for p in images)
-
-
-def prompt_tokens(processor: Any, prompt: str, sizes: Sequence[tuple[int, int]]) -> int:
-    """How many tokens ``processor.encode_prompts`` makes of ``prompt`` with images of these
-    sizes, computed from the sizes alone."""
-    merge = processor.config.merge_size ** 2
-    n_image = [processor.image_processor.get_number_of_image_patches(h, w) // merge
-               for w, h in sizes]
-    return len(processor.prompt_ids(prompt, n_image))
-
-
-def answer_budget(planner: Any, job_ask: Ask) -> int:
-    """Positions an answer may take: ``max_new_tokens`` rounded up to whole blocks."""
-    block = job_ask.decode.block_size or planner.model.fields.block_size or 1
-    return -(-job_ask.decode.max_new_tokens // block) * block
 
 
 def prepare(planner: Any, records: Sequence[Any], image_root: str | os.PathLike,
@@ -93,8 +68,8 @@ def _job(planner: Any, record: Any, index: int, image_root: str | os.PathLike) -
     if not paths:
         raise ValueError("the record has no image")
     sizes = tuple(image_size(p) for p in paths)
-    length = prompt_tokens(planner.model.processor, request.prompt, sizes)
-    budget = answer_budget(planner, request)
+    length = planner.prompt_length(request.prompt, sizes)   # from the headers' sizes
+    budget = planner.answer_positions(request.decode)
     if length + budget > planner.max_positions:
         raise PromptTooLong(length, budget, planner.max_positions)
     return Job(index, request, paths, sizes, length)
@@ -117,18 +92,6 @@ def plan_batches(jobs: Mapping[int, Job], batch_size: int) -> list[tuple[int, ..
     return batches
 
 
-def decode_rows(planner: Any, prompts: list[str], images: list[list], job_ask: Ask
-                ) -> tuple[list[RowAnswer], DecodeStats]:
-    """One batched decode with the planner's model and decoder: each row's text, token count
-    and whether it ended."""
-    processor = planner.model.processor
-    batch = processor.encode_prompts(prompts, images)
-    out = planner.engine.decode(batch, job_ask.decode, job_ask.language)
-    rows = [RowAnswer(processor.decode_answer(seq), len(seq) + int(done), done)
-            for seq, done in zip(out.sequences, out.finished)]
-    return rows, out.stats
-
-
 def decode_batch(planner: Any, records: Sequence[Any], batch: Sequence[Job]) -> list[dict]:
     """Predictions-file objects of one batch's records, in the batch's order."""
     loaded, items = [], {}
@@ -149,8 +112,9 @@ def _decode_loaded(planner: Any, records: Sequence[Any], loaded: list) -> dict[i
         return {job.index: _candidates_item(planner, records, job, images)
                 for job, images in loaded}
     try:
-        rows, stats = decode_rows(planner, [job.ask.prompt for job, _ in loaded],
-                                  [images for _, images in loaded], first)
+        rows, stats = planner.generate_rows([job.ask.prompt for job, _ in loaded],
+                                            [images for _, images in loaded],
+                                            first.decode, first.language)
     except (RuntimeError, ValueError) as exc:           # a kernel, memory or budget failure
         if len(loaded) == 1:
             job = loaded[0][0]
@@ -199,5 +163,4 @@ def _candidates_item(planner: Any, records: Sequence[Any], job: Job, images: lis
     return prediction_item(record, job.index, chosen.text, None, extra)
 
 
-__all__ = ["Job", "RowAnswer", "answer_budget", "decode_batch", "decode_rows", "image_paths",
-           "plan_batches", "prepare", "prompt_tokens"]
+__all__ = ["Job", "decode_batch", "image_paths", "plan_batches", "prepare"]

@@ -160,12 +160,12 @@ def checkpoint_candidates(path: str, decode=None, cameras: tuple[str, ...] | Non
                           candidates, scorer_weights=None, choice: str = "scorer",
                           log: CandidateLog | None = None, label: bool = False) -> PlannerFn:
     """A checkpoint (directory or preset) as a closed-loop candidates planner
-    (``Planner(candidates=...)`` under :func:`candidates_planner`); ``cameras``: the run's
-    rig, which must be the model's (ValueError, before any episode)."""
-    from wamdiff2_core.decoding.config import DecodeConfig
-    from wamdiff2_core.planner import Planner  # torch and transformers load here
+    (``Planner`` with ``PlannerConfig(candidates=...)`` under :func:`candidates_planner`);
+    ``cameras``: the run's rig, which must be the model's (ValueError, before any
+    episode)."""
+    from wamdiff2_core.planner import Planner, PlannerConfig  # torch loads here
 
-    planner = Planner.from_pretrained(path, decode=decode or DecodeConfig(),
-                                      candidates=candidates, scorer_weights=scorer_weights)
+    planner = Planner.from_pretrained(path, PlannerConfig(
+        decode, candidates=candidates, scorer_weights=scorer_weights))
     check_rig(planner.model.fields.cameras, cameras, f"checkpoint {path}")
     return candidates_planner(planner, choice, log, label)

@@ -73,14 +73,19 @@ class PlannerRecipe:
         return (self.uses_candidates or self.verifier is not None
                 or self.exact is not None or self.scorer_weights is not None)
 
+    def planner_config(self):
+        """The ``PlannerConfig`` of a checkpoint planner of this recipe (None settings:
+        the defaults)."""
+        from wamdiff2_core.planner_config import PlannerConfig
+
+        return PlannerConfig(self.decode, candidates=self.candidates,
+                             scorer_weights=self.scorer_weights, verifier=self.verifier,
+                             exact=self.exact)
+
     def _checkpoint(self, path: str, cameras) -> tuple[PlannerFn, CandidateLog | None]:
-        from wamdiff2_core.decoding.config import DecodeConfig
         from wamdiff2_core.planner import Planner  # torch and transformers load here
 
-        planner = Planner.from_pretrained(path, decode=self.decode or DecodeConfig(),
-                                          candidates=self.candidates,
-                                          scorer_weights=self.scorer_weights,
-                                          verifier=self.verifier, exact=self.exact)
+        planner = Planner.from_pretrained(path, self.planner_config())
         check_rig(planner.model.fields.cameras, cameras, f"checkpoint {path}")
         if not self.uses_candidates:
             return (lambda observation, image: planner.plan(observation)), None

@@ -24,7 +24,6 @@ from typing import Callable
 
 import numpy as np
 
-from wamdiff2_core.decoding.config import DecodeConfig
 from wamdiff2_core.types import Observation
 
 PlannerFn = Callable[["SimObservation", np.ndarray], np.ndarray]
@@ -63,9 +62,9 @@ def checkpoint_planner(path: str, decode=None,
     ``decode``: a ``DecodeConfig`` (default: none chosen, so the checkpoint's recommended
     commit rule; ``decoding.config.resolve_decode``). ``cameras``: the run's rig, which
     must be the cameras the model was trained with (ValueError, before any episode)."""
-    from wamdiff2_core.planner import Planner  # torch and transformers load here
+    from wamdiff2_core.planner import Planner, PlannerConfig  # torch loads here
 
-    model = Planner.from_pretrained(path, decode=decode or DecodeConfig())
+    model = Planner.from_pretrained(path, PlannerConfig(decode))
     check_rig(model.model.fields.cameras, cameras, f"checkpoint {path}")
 
     def plan(observation: SimObservation, image: np.ndarray):

@@ -55,10 +55,8 @@ class ParameterChanges:
         set_text = ", ".join(f"{p.name}={p.value!r}" for p in changes)
         if "decode" in changed and self._planner is not None:
             current = self._planner
-            self._builder.request(lambda: current.reconfigure(
-                cfg.decode, backend=cfg.backend, plan_decode=cfg.plan_decode,
-                plan_max_speed=cfg.plan_max_speed, candidates=cfg.candidates,
-                scorer_weights=cfg.scorer_weights), ", ".join(changed["decode"]))
+            self._builder.request(lambda: current.reconfigure(cfg.planner_config),
+                                  ", ".join(changed["decode"]))
             set_text += "; building and warming the planner for it (applied when warm)"
         self.get_logger().info("parameters set: " + set_text)
 

@@ -7,6 +7,8 @@ True: every answer in its task's language, free-text answers non-blank); the
 `plan_decode.*` parameters override three of those fields for planning answers only (each
 has an "as `decode.*`" value, its default); and `node_config` turns a full set of parameter
 values into a frozen `NodeConfig` or raises ValueError naming the parameter and the reason.
+The `decode` group becomes one `wamdiff2_core.planner_config.PlannerConfig`
+(`NodeConfig.planner_config`), the object a YAML file or the command line also builds.
 
 Each parameter belongs to a group saying what a change at run time needs:
 ``load`` (a new model: only while the node is unconfigured), ``io`` (new subscriptions or
@@ -28,6 +30,7 @@ from wamdiff2_core.candidates.config import (DEFAULT_DIVERSITY, DEFAULT_SCORER,
                                              DEFAULT_TEMPERATURE, MAX_TEMPERATURE)
 from wamdiff2_core.decoding import COMMIT_RULES, DecodeConfig
 from wamdiff2_core.decoding.config import BACKENDS, DECODE_MODES, DEFAULT_BACKEND
+from wamdiff2_core.planner_config import PlannerConfig
 from wamdiff2_core.tasks import COMMANDS, MAX_ACCEL_MPS2, MAX_SPEED_MPS, check_cameras
 
 TASKS = ("planning", "detection", "qa")
@@ -306,19 +309,15 @@ SPECS: dict[str, ParamSpec] = {p.name: p for p in PARAMS}
 
 @dataclass(frozen=True)
 class NodeConfig:
-    """Validated values of every parameter; `decode` is ready for the planner."""
+    """Validated values of every parameter; `planner_config` is ready for the planner."""
 
     autostart: bool
     checkpoint: str | None          # None: the bundled model
     device: str
     dtype: str | None
     fields: dict[str, Any]          # diffusion fields given by `model.*` / decode.block_size
-    decode: DecodeConfig
-    plan_decode: DecodeConfig | None  # planning answers' settings; None: `decode`
-    plan_max_speed: float | None    # the planning language's envelope, m/s; None: none
-    backend: str
-    candidates: CandidateConfig     # k = 1: one plan per frame
-    scorer_weights: str | None      # the learned scorer's file; None: the checkpoint's
+    planner_config: PlannerConfig   # the `decode` group: decode.*, plan_decode.*, backend,
+                                    # plan_max_speed_mps, candidates.*
     tasks: frozenset[str]
     default_command: str
     image_transport: str
@@ -407,6 +406,20 @@ def candidate_config(values: Mapping[str, Any]) -> CandidateConfig:
     return CandidateConfig(**fields)
 
 
+def planner_config(values: Mapping[str, Any]) -> PlannerConfig:
+    """The PlannerConfig the `decode` group's values describe (built once per parameter
+    set; a change of it is ``Planner.reconfigure``'s); ValueError naming the parameter."""
+    decode = decode_config(values)
+    candidates = candidate_config(values)
+    try:
+        return PlannerConfig(decode, plan_decode_config(values, decode),
+                             backend=values["backend"], candidates=candidates,
+                             scorer_weights=values["candidates.scorer_weights"] or None,
+                             plan_max_speed=float(values["plan_max_speed_mps"]) or None)
+    except ValueError as exc:             # e.g. candidates with exact-mode planning answers
+        raise ValueError(f"candidates.k: {exc}") from None
+
+
 def model_fields(values: Mapping[str, Any]) -> dict[str, Any]:
     """The diffusion fields the `model.*` parameters (and a non-zero `decode.block_size`) give
     the planner's loading (``Planner.from_pretrained(fields=...)``)."""
@@ -442,19 +455,13 @@ def node_config(values: Mapping[str, Any]) -> NodeConfig:
     cameras = check_cameras(list(values["cameras"]), "cameras")   # also topic name tokens
     if not values["output_frame"].strip():
         raise ValueError("output_frame: must not be empty")
-    decode = decode_config(values)
     return NodeConfig(
         autostart=bool(values["autostart"]),
         checkpoint=values["checkpoint"] or None,
         device=device,
         dtype=values["dtype"] or None,
         fields=model_fields(values),
-        decode=decode,
-        plan_decode=plan_decode_config(values, decode),
-        plan_max_speed=float(values["plan_max_speed_mps"]) or None,
-        backend=values["backend"],
-        candidates=candidate_config(values),
-        scorer_weights=values["candidates.scorer_weights"] or None,
+        planner_config=planner_config(values),
         tasks=frozenset(tasks),
         default_command=values["default_command"],
         image_transport=values["image_transport"],

@@ -219,13 +219,9 @@ class PlannerNode(ParameterChanges, LifecycleNode):
             check_source(cfg.checkpoint)
             from wamdiff2_core.planner import Planner
 
-            planner = Planner.from_pretrained(cfg.checkpoint, decode=cfg.decode,
+            planner = Planner.from_pretrained(cfg.checkpoint, cfg.planner_config,
                                               device=cfg.device, dtype=cfg.dtype,
-                                              backend=cfg.backend,
-                                              plan_decode=cfg.plan_decode, fields=cfg.fields,
-                                              plan_max_speed=cfg.plan_max_speed,
-                                              candidates=cfg.candidates,
-                                              scorer_weights=cfg.scorer_weights)
+                                              fields=cfg.fields)
             self.get_logger().info(planner.model.describe())
             if planner.cameras != cfg.cameras:
                 raise ValueError(f"parameter cameras {list(cfg.cameras)} are not the cameras "

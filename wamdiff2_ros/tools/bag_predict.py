@@ -92,7 +92,7 @@ def load_predictor(checkpoint: str | None, decode: DecodeConfig, device: str = "
     """The predictor for `--checkpoint`: None = the bundled model (the `tiny` preset, with a
     warning, where this checkout has none), GROUND_TRUTH = the oracle, else a directory or
     preset. Loading errors propagate (CheckpointError names the problem)."""
-    from wamdiff2_core.planner import Planner  # torch and transformers load here
+    from wamdiff2_core.planner import Planner, PlannerConfig  # torch loads here
 
     if checkpoint == GROUND_TRUTH:
         return GroundTruthPredictor()
@@ -105,7 +105,7 @@ def load_predictor(checkpoint: str | None, decode: DecodeConfig, device: str = "
             name = FALLBACK_PRESET
         else:
             name = str(bundled)
-    planner = Planner.from_pretrained(name, decode=decode, device=device)
+    planner = Planner.from_pretrained(name, PlannerConfig(decode), device=device)
     planner.warmup()
     return PlannerPredictor(planner, "bundled" if checkpoint is None and name != FALLBACK_PRESET
                             else name)

@@ -147,19 +147,18 @@ class _BarePlanner:
     """Planner.plan in this process, timed (a malformed answer still costs a full decode)."""
 
     def __init__(self, cfg: BenchConfig):
-        from wamdiff2_core.planner import Planner  # torch and transformers load here
+        from wamdiff2_core.planner import Planner, PlannerConfig  # torch loads here
 
         self._observation, self._parse_error = Observation, AnswerParseError
-        self.planner = Planner.from_pretrained(cfg.checkpoint, decode=cfg.decode,
-                                               device=cfg.device, dtype=cfg.dtype,
-                                               backend=cfg.backend, fields=cfg.fields)
+        self.planner = Planner.from_pretrained(
+            cfg.checkpoint, PlannerConfig(cfg.decode, backend=cfg.backend),
+            device=cfg.device, dtype=cfg.dtype, fields=cfg.fields)
         self.planner.warmup()
 
     def prompt_tokens(self, images: list[np.ndarray]) -> int:
         """The planning prompt's length in tokens with these images."""
         prompt = self.planner.planning_prompt(self._observation(images=images))
-        batch = self.planner.model.processor.encode_prompts([prompt], [images])
-        return int(batch["input_ids"].shape[1])
+        return self.planner.prompt_length(prompt, [(i.shape[1], i.shape[0]) for i in images])
 
     def time_plan(self, images: list[np.ndarray]) -> tuple[float, bool]:
         """(milliseconds, whether the answer parsed), planned on a thread of its own.

@@ -79,7 +79,7 @@ def run_bench_candidates(args: argparse.Namespace) -> int:
     import numpy as np
 
     from wamdiff2_core.candidates import CandidateConfig, CandidateConfigError
-    from wamdiff2_core.planner import Planner
+    from wamdiff2_core.planner import Planner, PlannerConfig
 
     ks = _ks(args.ks)
     if args.frames < 1:
@@ -95,8 +95,8 @@ def run_bench_candidates(args: argparse.Namespace) -> int:
     try:
         base = Planner.from_pretrained(args.checkpoint or args.preset, device=args.device,
                                        dtype=args.dtype)
-        planners = {k: base if k == 1 else base.reconfigure(
-            candidates=CandidateConfig(k=k, scorer=args.scorer)) for k in ks}
+        planners = {k: base if k == 1 else base.reconfigure(PlannerConfig(
+            candidates=CandidateConfig(k=k, scorer=args.scorer))) for k in ks}
     except ValueError as exc:
         raise CliError(str(exc)) from None
     observations = frames(args.seed, args.frames)

@@ -191,12 +191,12 @@ def _planner(args):
     """The planner single-process configurations share (loaded once)."""
     from wamdiff2_core.apps.common import check_model_source, decode_config
     from wamdiff2_core.model.modeling import CheckpointError
-    from wamdiff2_core.planner import Planner
+    from wamdiff2_core.planner import Planner, PlannerConfig
 
     source = args.checkpoint or args.preset or (GPU_PRESET if args.gpu else None)
     check_model_source(args.checkpoint)
     try:
-        return Planner.from_pretrained(source, decode=decode_config(args),
+        return Planner.from_pretrained(source, PlannerConfig(decode_config(args)),
                                        device=_device(args), dtype=_dtype(args))
     except (CheckpointError, ValueError) as exc:
         raise CliError(str(exc)) from None
