@@ -41,6 +41,7 @@ ENGINE_ELSEWHERE = {
         "Panda3D's GraphicsEngine of the software display, not a decoding engine",
 }
 
+
 def _files() -> dict[str, Path]:
     return {str(p.relative_to(ROOT)): p for top in SCANNED
             for p in sorted((ROOT / top).rglob("*.py"))}
