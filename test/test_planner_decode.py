@@ -166,7 +166,8 @@ def test_a_planner_owns_its_engine_and_shares_it_only_in_plain_sight():
     assert a.reconfigure(replace(a.config, plan_max_speed=None)).engine is a.engine
     reference = a.reconfigure(replace(a.config, backend="reference"))
     assert reference.engine is not a.engine and reference.engine.runner is None
-    assert reference.backend == "reference" and reference.reconfigure(reference.config).backend == "reference"
+    assert reference.backend == "reference" and \
+        reference.reconfigure(reference.config).backend == "reference"
     unfused = a.reconfigure(replace(a.config, fast=FastConfig(fuse_commit=False)))
     assert unfused.engine is not a.engine and unfused.engine.fast.fuse_commit is False
     given = Planner(model, PlannerConfig(decode), engine=a.engine)
@@ -186,6 +187,7 @@ def test_the_engine_compiles_each_language_once():
     auto = planner.engine.automata[planner.plan_language]      # the budget check built it
     planner.plan(Observation([np.zeros((36, 64, 3), np.uint8)]))
     assert planner.engine.automata[planner.plan_language] is auto
-    assert planner.reconfigure(planner.config).engine.automaton(planner.plan_language, 96) is auto
+    assert planner.reconfigure(planner.config).engine.automaton(planner.plan_language, 96) \
+        is auto
     assert Planner(model, PlannerConfig(planner.decode)).engine.automaton(planner.plan_language, 96) \
         is not auto                                         # another owner, its own

@@ -3,6 +3,7 @@ its AR teacher's (or, with `--verifier self`, its own token-by-token ones), on b
 backends; the Planner keeps its verifier and exact settings across reconfigure; settings
 that cannot be honoured are one sentence."""
 import json
+from dataclasses import replace
 
 import pytest
 from PIL import Image
@@ -12,7 +13,7 @@ from predict_inputs import write_reference_file
 from refusals import without_loading_bar
 from wamdiff2_core.apps.cli import main
 from wamdiff2_core.decoding.config import DecodeConfig, ExactConfig
-from wamdiff2_core.planner import Planner
+from wamdiff2_core.planner import Planner, PlannerConfig
 from wamdiff2_core.types import bundled_checkpoint_path
 
 
@@ -78,11 +79,13 @@ def test_predict_in_exact_mode_writes_the_teachers_predictions(tmp_path):
 
 
 def test_the_planner_keeps_its_verifier_and_exact_settings():
-    planner = Planner.from_pretrained(decode=DecodeConfig(mode="exact"), verifier="self",
-                                      exact=ExactConfig(draft_steps=2))
+    planner = Planner.from_pretrained(config=PlannerConfig(
+        DecodeConfig(mode="exact"), verifier="self", exact=ExactConfig(draft_steps=2)))
     assert planner.engine.exact == ExactConfig(draft_steps=2)
     assert planner.engine.exact_verifier().fields.paradigm == "ar"
-    assert planner.reconfigure(decode=DecodeConfig()).engine is planner.engine
-    other = planner.reconfigure(exact=ExactConfig(draft_steps=1))
+    assert planner.reconfigure(replace(planner.config, decode=DecodeConfig())).engine \
+        is planner.engine
+    other = planner.reconfigure(replace(planner.config, exact=ExactConfig(draft_steps=1)))
     assert other.engine is not planner.engine and other.engine.verifier_spec == "self"
-    assert planner.reconfigure(verifier=None).engine.verifier_spec is None
+    assert planner.reconfigure(replace(planner.config, verifier=None)).engine.verifier_spec \
+        is None

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from wamdiff2_core.candidates import CandidateConfig, CandidateConfigError
-from wamdiff2_core.planner import Observation, Planner
+from wamdiff2_core.planner import Observation, Planner, PlannerConfig
 from wamdiff2_core.sim.candidate_planners import candidates_planner
 from wamdiff2_core.sim.closed_loop import ClosedLoopConfig, capture_frame
 from wamdiff2_core.sim.planners import SimObservation
@@ -32,7 +32,8 @@ def plain():
 
 @pytest.fixture(scope="module")
 def four(plain):
-    return plain.reconfigure(candidates=CandidateConfig(k=4, scorer="rules", seed=1))
+    return plain.reconfigure(PlannerConfig(candidates=CandidateConfig(k=4, scorer="rules",
+                                                                  seed=1)))
 
 
 def _public(obs) -> Observation:
@@ -57,7 +58,8 @@ def test_row_zero_is_the_plan_without_candidates(plain, four, frame):
 
 
 def test_one_candidate_plans_as_before(plain, frame):
-    same = plain.reconfigure(candidates=CandidateConfig(k=1, scorer="confidence"))
+    same = plain.reconfigure(PlannerConfig(candidates=CandidateConfig(k=1,
+                                                                  scorer="confidence")))
     assert same.picker is None and same.plan(_public(frame)).candidates is None
     assert same.plan(_public(frame)).text == plain.plan(_public(frame)).text
     with pytest.raises(ValueError, match="one plan per frame"):
@@ -66,10 +68,10 @@ def test_one_candidate_plans_as_before(plain, frame):
 
 def test_a_learned_scorer_without_weights_is_refused_up_front(plain, tmp_path):
     with pytest.raises(CandidateConfigError, match="needs a weights file"):
-        plain.reconfigure(candidates=CandidateConfig(k=4, scorer="learned"))
+        plain.reconfigure(PlannerConfig(candidates=CandidateConfig(k=4, scorer="learned")))
     with pytest.raises(CandidateConfigError, match="missing.json does not exist"):
-        plain.reconfigure(candidates=CandidateConfig(k=4, scorer="learned"),
-                          scorer_weights=tmp_path / "missing.json")
+        plain.reconfigure(PlannerConfig(candidates=CandidateConfig(k=4, scorer="learned"),
+                                        scorer_weights=tmp_path / "missing.json"))
 
 
 class Absent:
@@ -103,7 +105,8 @@ def test_the_scorer_plans_a_frame_whose_ground_truth_is_absent(four, frame):
 def test_the_default_scorer_runs_on_the_bundled_model(plain, frame):
     """K > 1 with every other setting left out plans with the bundled model as shipped (it has
     no learned-scorer weights file)."""
-    result = plain.reconfigure(candidates=CandidateConfig(k=4)).plan(_public(frame))
+    result = plain.reconfigure(PlannerConfig(candidates=CandidateConfig(k=4))).plan(
+        _public(frame))
     selection = result.candidates.selection
     assert selection.scorer == CandidateConfig().scorer and not selection.fallback
 

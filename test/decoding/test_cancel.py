@@ -11,7 +11,7 @@ from wamdiff2_core.decoding import DecodeCancelled
 from wamdiff2_core.decoding.cancel import cancel_scope, check_cancel
 from wamdiff2_core.decoding.config import DecodeConfig, FastConfig
 from wamdiff2_core.decoding.engine import DecodingEngine
-from wamdiff2_core.planner import Planner
+from wamdiff2_core.planner import Planner, PlannerConfig
 from wamdiff2_core.types import Observation
 
 
@@ -107,8 +107,8 @@ def test_no_scope_no_check_and_scopes_nest():
 
 
 def test_the_planner_threads_its_cancel_flag_to_plans_answers_and_detections(tiny_diffusion):
-    planner = Planner(tiny_diffusion, DecodeConfig(max_new_tokens=8, constrained=False),
-                      backend="reference")
+    planner = Planner(tiny_diffusion, PlannerConfig(
+        DecodeConfig(max_new_tokens=8, constrained=False), backend="reference"))
     image = np.zeros((36, 64, 3), np.uint8)
     stop = threading.Event()
     stop.set()

@@ -7,7 +7,7 @@ import pytest
 from PIL import Image
 
 from wamdiff2_core import tasks
-from wamdiff2_core.evaluation.batch_decode import plan_batches, prepare, prompt_tokens
+from wamdiff2_core.evaluation.batch_decode import plan_batches, prepare
 from wamdiff2_core.evaluation.predictions import (REFERENCE_KEYS, item_record, match,
                                                   prediction_item, read_predictions)
 from wamdiff2_core.evaluation.truth import record_truth
@@ -27,7 +27,7 @@ def test_prompt_tokens_from_sizes_equal_the_encoded_batch(planner, sizes):
                             " ".join([tasks.IMAGE_PLACEHOLDER] * len(sizes)), 1)
     images = [np.zeros((h, w, 3), np.uint8) for w, h in sizes]
     encoded = processor.encode_prompts([prompt], [images])
-    assert prompt_tokens(processor, prompt, sizes) == encoded["input_ids"].shape[1]
+    assert planner.prompt_length(prompt, sizes) == encoded["input_ids"].shape[1]
 
 
 def _write(tmp_path, records, sizes):

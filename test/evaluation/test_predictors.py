@@ -18,7 +18,7 @@ def bundled():
 def scripted(planner, records, garbage_tasks=()):
     """A copy of ``planner`` whose decoder answers from a script (each record's own answer,
     in order per task; garbage for ``garbage_tasks``), recording every request."""
-    copy = planner.reconfigure()
+    copy = planner.reconfigure(planner.config)
     answers = {t: [record_prompt_and_answer(r)[1] for r in records if r["task"] == t]
                for t in ("planning", "detection", "qa")}
     copy.calls = []

@@ -61,6 +61,8 @@ def make_frames() -> None:
 
 def compute_answers(planner=None) -> dict[str, list[str]]:
     """Setting name -> the raw answer texts of every fixture record, in order."""
+    from dataclasses import replace
+
     from PIL import Image
 
     from wamdiff2_core.decoding.config import DecodeConfig
@@ -73,7 +75,8 @@ def compute_answers(planner=None) -> dict[str, list[str]]:
     images = [[Image.open(FIXTURE / p).convert("RGB") for p in r["image"]] for r in records]
     out = {}
     for name, backend, knobs in SETTINGS:
-        p = planner.reconfigure(decode=DecodeConfig(**(knobs or {})), backend=backend)
+        p = planner.reconfigure(replace(planner.config, decode=DecodeConfig(**(knobs or {})),
+                                        backend=backend))
         out[name] = [p.generate([text], [imgs])[0][0] for text, imgs in zip(prompts, images)]
     return out
 

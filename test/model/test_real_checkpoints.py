@@ -17,7 +17,7 @@ from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
 from wamdiff2_core import tasks
 from wamdiff2_core.decoding.config import DecodeConfig
 from wamdiff2_core.model.modeling import CheckpointError, Wamdiff2Model
-from wamdiff2_core.planner import Observation, Planner
+from wamdiff2_core.planner import Observation, Planner, PlannerConfig
 
 # Both sides of 224x320 are multiples of 32 and it holds more than the 65536-pixel minimum:
 # neither the reference's qwen_vl_utils nor the image processor resizes it.
@@ -44,8 +44,8 @@ def reference_dir(tmp_path_factory):
 def _decodes(planner: Planner) -> None:
     """Both backends decode the same tokens; planning gives a plan or an AnswerParseError
     holding the raw text (a random model's answer), never another exception."""
-    ref = planner.reconfigure(decode=QUICK, backend="reference")
-    fast = planner.reconfigure(decode=QUICK, backend="fast")
+    ref = planner.reconfigure(PlannerConfig(QUICK, backend="reference"))
+    fast = planner.reconfigure(PlannerConfig(QUICK, backend="fast"))
     prompt = tasks.qa_prompt("Is the left lane free?")
     a, stats = ref.generate([prompt], [[IMAGE]])
     b, _ = fast.generate([prompt], [[IMAGE]])

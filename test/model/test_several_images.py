@@ -10,7 +10,7 @@ import torch
 from wamdiff2_core import tasks
 from wamdiff2_core.decoding.config import DecodeConfig
 from wamdiff2_core.model.prompt import prepare_prompt
-from wamdiff2_core.planner import Planner
+from wamdiff2_core.planner import Planner, PlannerConfig
 
 RIG = ("front", "left")
 
@@ -85,12 +85,12 @@ def test_batched_decode_equals_each_row_alone(rig_model, rows, backend):
     prompts, images = rows
     decode = DecodeConfig(block_size=4, max_new_tokens=12, constrained=False,
                           commit_rule="low_confidence_dynamic", threshold=0.9)
-    planner = Planner(rig_model, decode, backend=backend)
+    planner = Planner(rig_model, PlannerConfig(decode, backend=backend))
     together, _ = planner.generate(prompts, images)
     assert together[0] != together[1]                 # two real, different answers
     alone = [planner.generate(prompts[i:i + 1], images[i:i + 1])[0][0] for i in range(2)]
     assert together == alone
-    reference = Planner(rig_model, planner.decode, backend="reference")
+    reference = Planner(rig_model, PlannerConfig(planner.decode, backend="reference"))
     assert reference.generate(prompts, images)[0] == together
 
 
@@ -123,8 +123,8 @@ def test_the_planner_writes_its_models_cameras_and_checks_the_image_count(rig_mo
     from wamdiff2_core.planner import Observation
 
     _, images = rows
-    planner = Planner(rig_model, decode=DecodeConfig(block_size=4, max_new_tokens=96,
-                                                     steps_per_block=1))
+    planner = Planner(rig_model, PlannerConfig(DecodeConfig(block_size=4, max_new_tokens=96,
+                                                            steps_per_block=1)))
     assert planner.cameras == RIG
     observation = Observation(images=images[0], command="left", velocity=(8.0, 0.0))
     prompt = planner.planning_prompt(observation)

@@ -5,13 +5,14 @@ as the training prompts had them."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from conftest import tiny_overrides
 
 from wamdiff2_core.model.checkpoint import CheckpointError
 from wamdiff2_core.model.modeling import Wamdiff2Model
-from wamdiff2_core.planner import Planner
+from wamdiff2_core.planner import Planner, PlannerConfig
 from wamdiff2_core.tasks import parse_planning_prompt
 from wamdiff2_core.training.config import build_recipe
 from wamdiff2_core.training.data import without_lateral_status
@@ -39,10 +40,12 @@ def test_a_model_trained_without_the_lateral_status_plans_without_it(toy_data, t
     state = parse_planning_prompt(prompt)
     assert state["velocity"] == (9.5, 0.0) and state["acceleration"] == (0.5, 0.0)
     # the same text the training loader wrote for it
-    shown = Planner(planner.model, lateral_status=True).planning_prompt(OBSERVATION)
+    shown = Planner(planner.model, PlannerConfig(lateral_status=True)).planning_prompt(
+        OBSERVATION)
     assert parse_planning_prompt(shown)["velocity"] == (9.5, -1.25)
     assert without_lateral_status(shown) == prompt
-    assert planner.reconfigure(plan_max_speed=None).lateral_status is False
+    assert planner.reconfigure(replace(planner.config, plan_max_speed=None)).lateral_status \
+        is False
     assert "0.00" in planner.model.describe()
 
     # trained on with the status shown (even some of the time), it is stated again

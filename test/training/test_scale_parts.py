@@ -15,7 +15,7 @@ from refusals import assert_one_sentence
 from wamdiff2_core.apps.cli import main
 from wamdiff2_core.decoding.config import DecodeConfig
 from wamdiff2_core.model.modeling import Wamdiff2Model
-from wamdiff2_core.planner import Planner
+from wamdiff2_core.planner import Planner, PlannerConfig
 from wamdiff2_core.training import checkpoint as ckpt
 from wamdiff2_core.training.config import build_recipe
 from wamdiff2_core.training.engine import Trainer
@@ -57,8 +57,8 @@ def test_export_decodes_the_trainers_tokens(toy_data, tmp_path, capsys):
               for k in range(2)]
     prompts = [trainer.batches.samples[k].prompt for k in range(2)]
     trainer.model.hf.eval()
-    want, _ = Planner(trainer.model, decode).generate(prompts, images)
-    got, _ = Planner.from_pretrained(out, decode).generate(prompts, images)
+    want, _ = Planner(trainer.model, PlannerConfig(decode)).generate(prompts, images)
+    got, _ = Planner.from_pretrained(out, PlannerConfig(decode)).generate(prompts, images)
     assert got == want
     # a damaged shard: one sentence, nothing written
     shard = sorted((saved / ckpt.SHARDS_DIR).glob("*.safetensors"))[0]

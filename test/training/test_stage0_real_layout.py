@@ -14,7 +14,7 @@ from qwen_checkpoints import text_shape, vision_shape, write_qwen3_vl
 
 from wamdiff2_core import tasks
 from wamdiff2_core.decoding.config import DecodeConfig
-from wamdiff2_core.planner import Observation, Planner
+from wamdiff2_core.planner import Observation, Planner, PlannerConfig
 from wamdiff2_core.training.config import load_recipe
 from wamdiff2_core.training.engine import train
 
@@ -43,8 +43,8 @@ def test_stage0_from_a_sharded_qwen3_vl_checkpoint(shape, tmp_path, data_dir):
     assert section["paradigm"] == "ar" and section["block_size"] == 1
     assert section["mask_token_id"] == 151671 and section["eoa_token_id"] == 151645
 
-    planner = Planner.from_pretrained(final,
-                                      decode=DecodeConfig(max_new_tokens=8, constrained=False))
+    planner = Planner.from_pretrained(
+        final, PlannerConfig(DecodeConfig(max_new_tokens=8, constrained=False)))
     model = planner.model
     assert set(model.sources.values()) == {"wamdiff2 section"}
     assert model.processor.config.image_mean == (0.5, 0.5, 0.5)

@@ -40,28 +40,32 @@ def test_decode_parameters_map_one_to_one_onto_decode_config():
     assert {p.field for p in decode_specs} == fields
     assert all(p.name == f"decode.{p.field}" for p in decode_specs)
     # constrained: true is True, which also keeps free-text answers non-blank (issue 46)
-    assert params.node_config(_defaults()).decode == DecodeConfig(constrained=True)
+    assert params.node_config(_defaults()).planner_config.decode == \
+        DecodeConfig(constrained=True)
 
 
 def test_plan_decode_overrides_only_what_is_set():
-    assert params.node_config(_defaults()).plan_decode is None          # all "as decode.*"
+    assert params.node_config(_defaults()).planner_config.plan_decode is None          # all "as decode.*"
     values = dict(_defaults(), **{"decode.threshold": 0.8,
                                   "plan_decode.commit_rule": "low_confidence_leftmost",
                                   "plan_decode.steps_per_block": 8})
-    cfg = params.node_config(values)
+    cfg = params.node_config(values).planner_config
     assert cfg.decode == DecodeConfig(threshold=0.8, constrained=True)
     assert cfg.plan_decode == DecodeConfig(threshold=0.8, commit_rule="low_confidence_leftmost",
                                            steps_per_block=8, constrained=True)
     values["plan_decode.threshold"] = 0.95
     values["plan_decode.steps_per_block"] = 0                        # one per position
-    assert params.node_config(values).plan_decode == DecodeConfig(
+    assert params.node_config(values).planner_config.plan_decode == DecodeConfig(
         threshold=0.95, commit_rule="low_confidence_leftmost", constrained=True)
 
 
 def test_the_plan_envelope_speed_parameter():
-    assert params.node_config(_defaults()).plan_max_speed == 40.0
-    assert params.node_config(dict(_defaults(), plan_max_speed_mps=60.0)).plan_max_speed == 60.0
-    assert params.node_config(dict(_defaults(), plan_max_speed_mps=0.0)).plan_max_speed is None
+    def speed(**values):
+        return params.node_config(dict(_defaults(), **values)).planner_config.plan_max_speed
+
+    assert speed() == 40.0
+    assert speed(plan_max_speed_mps=60.0) == 60.0
+    assert speed(plan_max_speed_mps=0.0) is None
 
 
 def test_params_file_declares_exactly_the_node_parameters_with_their_defaults():
@@ -164,7 +168,7 @@ def _runtime_changes(node) -> bool:
             Parameter("decode.commit_rule", value="bogus")])
         assert not result.successful and "commit_rule" in result.reason
         assert node.get_parameter("decode.threshold").value == 0.0
-        assert node.config.decode.threshold is None and node._planner is planner
+        assert node.config.planner_config.decode.threshold is None and node._planner is planner
 
         # A new model or new subscriptions only while unconfigured.
         for name, value in (("checkpoint", "small"), ("image_transport", "compressed")):
@@ -181,7 +185,8 @@ def _runtime_changes(node) -> bool:
         assert node.wait_rebuilt(300)
         assert node._planner is not planner and node._planner.model is planner.model
         assert node._planner.decode.block_size == 8 and node._planner.decode.threshold == 0.7
-        assert resolve_decode(node.config.decode, planner.model.fields) == node._planner.decode
+        assert resolve_decode(node.config.planner_config.decode, planner.model.fields) == \
+            node._planner.decode
         assert node._planner.plan_decode == node._planner.decode      # none of its own
 
         # Planning-only settings: a planner whose plans use them, questions the others.
