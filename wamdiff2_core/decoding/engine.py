@@ -20,8 +20,8 @@ model runner):
 ``decode`` is the one dispatch from a caller to a decoder: it settles the commit rule
 (``config.resolve_decode``), the language to enforce, then runs the backend's decoder for the
 model's paradigm. States hold one call's buffers, so calls take turns on ``lock``: two
-planners sharing an engine (``Planner.reconfigure`` with the same backend) decode one at a
-time; nothing else is shared between them.
+planners sharing an engine (``Planner.reconfigure`` to a config of the same
+``PlannerConfig.engine_key``: backend, fast, verifier, exact) decode one at a time; nothing else is shared between them.
 
 Nothing outside ``decoding`` reads a runner or a state: callers read what the engine runs
 with from its properties (``mode``, ``attention``, ``device``, ...), and the benchmarks time
