@@ -347,7 +347,7 @@ def _register_closed_loop(group) -> None:
     closed.add_argument("--workers", type=int, default=None, metavar="N",
                         help="run the episodes on N processes, each planning on one thread; "
                              "an episode's result does not depend on N (default: the cores; "
-                             "the in-process planner only)")
+                             "the in-process planner only: --through-node refuses N > 1)")
     closed.set_defaults(func=run_closed_loop, closed_loop_driver=IN_PROCESS)
 
 

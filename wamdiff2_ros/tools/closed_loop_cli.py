@@ -64,6 +64,10 @@ def drive_through_node(args: argparse.Namespace, config) -> tuple[list, dict]:
     from wamdiff2_core.sim.planners import check_rig
     from wamdiff2_ros.tools.closed_loop_node import NodeSource, NodeSourceConfig
 
+    if getattr(args, "workers", None) not in (None, 1):   # one node, one world at a time
+        raise CliError("--workers runs the in-process planner on several processes; "
+                       "--through-node drives one node, one episode at a time: leave "
+                       "--workers out")
     overrides = _node_overrides(args)
     try:               # the node would refuse it at configure: say so before starting it
         check_rig(read_cameras(overrides["checkpoint"]), config.camera.names,

@@ -135,6 +135,7 @@ def test_a_node_slower_to_start_than_allowed_fails_the_episode(tmp_path, request
     (["--planner", "checkpoint:tiny", "--through-node", "--node-param", "nocolon"],
      "NAME:=VALUE"),
     (["--planner", "checkpoint:tiny", "--through-node", "--domain-id", "300"], "--domain-id"),
+    (["--planner", "checkpoint:tiny", "--through-node", "--workers", "2"], "leave --workers out"),
     (["--planner", "expert", "--time", "realtime"], "--through-node"),
     (["--planner", "expert", "--latency", "h200"], "applies to --time latency-model"),
     (["--planner", "expert", "--time", "latency-model"], "fixed:MS"),
