@@ -89,3 +89,56 @@ def test_bad_worker_counts_are_refused():
         list(run_episodes({"a": PlannerRecipe("expert")}, CONFIG, [("a", 0)], workers=0))
     with pytest.raises(ValueError, match="unknown planners"):
         list(run_episodes({"a": PlannerRecipe("expert")}, CONFIG, [("b", 0)]))
+
+
+def test_ctrl_c_stops_the_pool_at_once_with_one_line_and_no_worker_left(tmp_path):
+    """Ctrl-C reaches the terminal's whole process group: the parent stops the pool and says
+    so in one line; the workers, which ignore it, print no tracebacks and are gone after."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from processes import descendants
+
+    argv = [sys.executable, "-m", "wamdiff2_core.apps.cli", "eval", "compare", "--a", "expert",
+            "--b", "constant-velocity", "--episodes", "8", "--workers", "2", "--no-progress",
+            "--out", str(tmp_path)]
+    job = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           preexec_fn=lambda: (signal.signal(signal.SIGINT, signal.SIG_DFL),
+                                               os.setsid()))
+    def ignores_sigint(pid: int) -> bool:
+        status = open(f"/proc/{pid}/status").read()
+        return bool(int(status.split("SigIgn:")[1].split()[0], 16) & 1 << signal.SIGINT - 1)
+
+    def started_workers() -> list[int]:       # the pool's workers, past their initializer
+        found = []
+        for pid in descendants(job.pid):
+            try:
+                cmdline = open(f"/proc/{pid}/cmdline").read()
+                if "spawn_main" in cmdline and ignores_sigint(pid):
+                    found.append(pid)
+            except (OSError, IndexError):
+                pass
+        return found
+
+    try:
+        deadline = time.monotonic() + 60
+        while len(started_workers()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        workers = started_workers()
+        assert len(workers) == 2, "the pool's workers do not ignore Ctrl-C"
+        time.sleep(2.0)                                         # inside an episode
+        os.killpg(job.pid, signal.SIGINT)
+        out, _ = job.communicate(timeout=60)
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.communicate()
+    assert job.returncode == 130, out
+    assert "interrupted" in out
+    assert not any(word in out for word in ("Traceback", "KeyboardInterrupt", "PoolWorker"))
+    time.sleep(0.5)
+    assert not [pid for pid in workers if os.path.exists(f"/proc/{pid}")
+                and "Z" not in open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[:1]]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -107,6 +108,14 @@ class EpisodeRun:
 _STATE: dict = {}
 
 
+def _worker_setup(recipes: dict[str, PlannerRecipe], config: ClosedLoopConfig,
+                  threads: int) -> None:
+    """A pool worker's start: Ctrl-C reaches the whole process group, and only the parent
+    should act on it (it stops the pool), not every worker with a traceback of its own."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _setup(recipes, config, threads)
+
+
 def _setup(recipes: dict[str, PlannerRecipe], config: ClosedLoopConfig, threads: int) -> None:
     """A worker's start: what it will drive, torch on ``threads`` threads (when torch is
     needed at all), no planner built yet."""
@@ -162,7 +171,8 @@ def run_episodes(recipes: dict[str, PlannerRecipe], config: ClosedLoopConfig,
         yield from _in_process(recipes, config, tasks, threads)
         return
     context = multiprocessing.get_context("spawn")
-    pool = context.Pool(workers, initializer=_setup, initargs=(recipes, config, threads))
+    pool = context.Pool(workers, initializer=_worker_setup,
+                        initargs=(recipes, config, threads))
     try:
         yield from pool.imap_unordered(_episode, list(tasks), chunksize=1)
         pool.close()
