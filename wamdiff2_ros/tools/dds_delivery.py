@@ -148,6 +148,9 @@ def measure_delivery(cfg: DeliveryConfig) -> DeliveryResult:
             if matched:
                 time.sleep(cfg.settle_s)
                 _publish(pub, cfg, Image)
+                if cfg.pub_qos == "reliable":   # the last frames may still be in flight
+                    from rclpy.duration import Duration
+                    pub.wait_for_all_acked(Duration(seconds=5.0))
             Path(done_file).touch()
             node.destroy_node()
         finally:

@@ -22,16 +22,17 @@ def _bench_dds(request, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items()
            if k not in ("RMW_IMPLEMENTATION", *FAST_DDS_VARIABLES)}
     return subprocess.run(
-        [WAMDIFF2, "bench", "dds", "--size", "64x36", "--rate", "30", "--frames", "8",
+        [WAMDIFF2, "bench", "dds", "--size", "64x36", "--rate", "5", "--frames", "8",
          "--settle-s", "0.5", "--domain-id", str(domain_id(request.node.nodeid)), *args],
         cwd=REPO, capture_output=True, text=True, timeout=180, env=env)
 
 
 def test_bench_dds_counts_every_reliable_frame(tmp_path, request):
+    # 5 Hz: the depth-1 reader keeps up under CI load, so a frame missing is delivery's fault
     out = tmp_path / "dds.json"
     proc = _bench_dds(request, "--sub-qos", "reliable", "--json", str(out))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "64x36 @ 30 Hz, reliable -> reliable: 8/8 delivered" in proc.stdout, proc.stdout
+    assert "64x36 @ 5 Hz, reliable -> reliable: 8/8 delivered" in proc.stdout, proc.stdout
     assert "Fast DDS defaults" in proc.stdout
     summary = json.loads(out.read_text())
     assert summary["sent"] == summary["received"] == 8 and summary["env"] == {}
