@@ -88,9 +88,7 @@ class PlannerConfig:
                            ("exact", ExactConfig), ("candidates", CandidateConfig)):
             if getattr(self, name) is None:          # None: the default, as left out
                 object.__setattr__(self, name, kind())
-        for name, kind in (("decode", DecodeConfig), ("fast", FastConfig),
-                           ("exact", ExactConfig), ("candidates", CandidateConfig)):
-            if not isinstance(getattr(self, name), kind):
+            elif not isinstance(getattr(self, name), kind):
                 raise ValueError(f"{name} must be a {kind.__name__}, got "
                                  f"{type(getattr(self, name)).__name__}")
         if self.plan_decode is not None and not isinstance(self.plan_decode, DecodeConfig):
