@@ -86,11 +86,6 @@ class GeneratedRow(NamedTuple):
     finished: bool              # the answer ended within the token budget
 
 
-def _engine_key(engine: DecodingEngine) -> tuple:
-    """An engine's (backend, fast, verifier, exact): ``PlannerConfig.engine_key``'s form."""
-    return engine.backend, engine.fast, engine.verifier_spec, engine.exact
-
-
 class Planner:
     """Plans, detects and answers from camera images with one Wamdiff2 model, as its
     ``config`` (``PlannerConfig``, kept as given) says.
@@ -150,7 +145,7 @@ class Planner:
         backend, fast, verifier, exact = config.engine_key()
         if engine is None:                       # ValueError naming the known backends
             engine = DecodingEngine(model, backend, fast, verifier=verifier, exact=exact)
-        elif engine.model is not model or _engine_key(engine) != config.engine_key():
+        elif engine.model is not model or engine.settings_key != config.engine_key():
             raise ValueError("an engine given to a Planner must hold its model and the "
                              "config's backend, fast, verifier and exact-mode settings")
         self.model, self.engine, self.config = model, engine, config
@@ -195,7 +190,7 @@ class Planner:
         verifier and ``exact`` settings) the new planner shares this one's engine
         (``new.engine is self.engine``: compiled states, automata and a loaded verifier are
         reused; the two take turns on ``engine.lock``); otherwise it builds its own."""
-        same = config.engine_key() == _engine_key(self.engine)
+        same = config.engine_key() == self.engine.settings_key
         return type(self)(self.model, config, engine=self.engine if same else None)
 
     @property

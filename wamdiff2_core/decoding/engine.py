@@ -74,6 +74,12 @@ class DecodingEngine:
         # exact mode's verifier decodes with a runner of its own (its cache, its steps)
         self.verifier_runner: FastRunner | None = None
 
+    @property
+    def settings_key(self) -> tuple:
+        """What this engine was built from: (backend, fast, verifier as given, exact), the
+        form of ``PlannerConfig.engine_key``: planners whose key equals it may share it."""
+        return self.backend, self.fast, self.verifier_spec, self.exact
+
     def __repr__(self) -> str:
         where = f", mode {self.runner.mode}" if self.runner else ""
         return (f"DecodingEngine({self.model.origin or 'model'}, {self.backend}"
