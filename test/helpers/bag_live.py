@@ -83,11 +83,16 @@ def status_stamps(recorder: OutputRecorder) -> set[int]:
     return stamps
 
 
+def path_stamps(recorder: OutputRecorder) -> set[int]:
+    return {header_stamp_ns(r.raw) for r in recorder.messages(OUT.path)}
+
+
 def outputs_settled(recorder: OutputRecorder) -> bool:
-    """Every frame with a Path has its status and its markers: the node publishes a frame's
-    markers last (after detection), so its counters can report a frame planned before the
-    recorder has all of that frame's messages."""
-    paths = {header_stamp_ns(r.raw) for r in recorder.messages(OUT.path)}
+    """Every frame with a Path has its status and its markers: a lost packet of one topic
+    is resent seconds later, and the node publishes a frame's markers last (after
+    detection), so its counters can report a frame planned before the recorder has all of
+    that frame's messages."""
+    paths = path_stamps(recorder)
     statuses = {header_stamp_ns(r.raw) for r in recorder.messages(OUT.status)}
     return paths <= statuses and paths <= status_stamps(recorder)
 
@@ -121,8 +126,9 @@ def replay_into_node(bag_path, domain: int, tmp_path, overrides: dict, rate: flo
         assert proc.returncode == 0, proc.stderr
         stamps = set(camera_stamps(bag_path))
         recorder.wait(lambda: stamps <= status_stamps(recorder) or
-                      node_idle(recorder, len(stamps)), timeout_s)
-        recorder.wait(lambda: outputs_settled(recorder), 30)
+                      node_idle(recorder, len(stamps), len(path_stamps(recorder))), timeout_s)
+        assert recorder.wait(lambda: outputs_settled(recorder), 30), \
+            "a frame's Path came without its status or markers in 30 s"
         return recorder
     finally:
         recorder.close()

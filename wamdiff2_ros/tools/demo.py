@@ -214,7 +214,8 @@ class FrameMatcher:
         while time.monotonic() < deadline:
             if recorder.wait(lambda: self.update(recorder), 0.2):
                 return "answered"
-            if node_idle(recorder, sent):
+            if node_idle(recorder, sent, sum(o.path_at is not None
+                                             for o in self.outcomes.values())):
                 idle_since = idle_since or time.monotonic()
                 if time.monotonic() - idle_since > 1.0:     # its last messages are out
                     return "idle"
@@ -223,17 +224,29 @@ class FrameMatcher:
         return "timeout"
 
 
-def node_idle(recorder: OutputRecorder, sent: int) -> bool:
-    """The node's latest counters: it received `sent` frames and finished or dropped each."""
+def node_counters(recorder: OutputRecorder) -> dict[str, int] | None:
+    """The node's counters in its latest /diagnostics (None before the first)."""
     diagnostics = recorder.messages("/diagnostics")
     if not diagnostics:
-        return False
+        return None
     values = diagnostics_values(diagnostics[-1].raw)
-    count = {k: int(values.get(k, "0") or 0) for k in ("frames_received", "frames_planned",
-                                                         "dropped_frames", "stale_frames")}
+    return {k: int(values.get(k, "0") or 0) for k in ("frames_received", "frames_planned",
+                                                        "dropped_frames", "stale_frames",
+                                                        "paths_published")}
+
+
+def node_idle(recorder: OutputRecorder, sent: int, paths_arrived: int | None = None) -> bool:
+    """The node's latest counters: it received `sent` frames and finished or dropped each;
+    given `paths_arrived` (the Paths the caller holds), also that every Path they count as
+    published has arrived. Topics are delivered apart: a lost packet of a Path is resent
+    seconds later, after the counters that report its frame planned."""
+    count = node_counters(recorder)
+    if count is None:
+        return False
     return count["frames_received"] >= sent and (
         count["frames_planned"] + count["dropped_frames"] + count["stale_frames"]
-        >= count["frames_received"])
+        >= count["frames_received"]) and (
+        paths_arrived is None or paths_arrived >= count["paths_published"])
 
 
 def _wait_active(cfg: DemoConfig, node: NodeProcess, recorder: OutputRecorder) -> None:

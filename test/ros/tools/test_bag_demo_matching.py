@@ -117,3 +117,18 @@ def test_every_frame_answered_ends_the_wait_at_once():
     matcher, _ = _matcher()
     recorder = Recorded([_markers(s, 101.0) for s in STAMPS])
     assert matcher.drain(recorder, timeout_s=30.0) == "answered"
+
+
+def test_an_idle_node_is_not_the_end_while_a_path_it_counts_published_is_on_its_way():
+    """Topics arrive apart: the counters report the third frame planned while its Path (a
+    packet to resend) has not arrived. Waiting goes on; the frame is not called dropped."""
+    matcher, outcomes = _matcher()
+    items = [m for s in STAMPS[:2] for m in (_path(s, 100.2), _status(s, 100.2, "model"),
+                                              _markers(s, 100.3))]
+    items.append(_diagnostics(103.0, frames_received=3, frames_planned=3, paths_published=3))
+    recorder = Recorded(items)
+    assert matcher.drain(recorder, timeout_s=2.0) == "timeout"
+    items += [_path(STAMPS[2], 105.0), _status(STAMPS[2], 105.0, "model"),
+              _markers(STAMPS[2], 105.1)]
+    assert matcher.drain(recorder, timeout_s=30.0) == "answered"
+    assert [outcomes[s].status for s in STAMPS] == ["planned"] * 3

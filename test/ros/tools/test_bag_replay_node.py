@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from bag_live import FAST_TINY, OUT, camera_stamps, replay_into_node, status_stamps
 
+from wamdiff2_ros.tools.demo import node_counters
+
 pytestmark = pytest.mark.ros
 
 
@@ -36,6 +38,6 @@ def test_with_sim_time_the_node_runs_on_the_bags_clock(small_bag, ros_domain, tm
         reasons[header_stamp_ns(item.raw)] = {kv.key: kv.value
                                               for kv in msg.status[0].values}["reason"]
     stamps = camera_stamps(small_bag)
-    assert set(stamps) <= set(reasons), (stamps, reasons)
+    assert set(stamps) <= set(reasons), (stamps, reasons, node_counters(recorder))
     # the untrained preset's answers do not parse: planned by the model, not refused
     assert {reasons[s] for s in stamps} == {"parse_failures"}, reasons
