@@ -1,6 +1,7 @@
 """The reference repository's data format drops into training and open-loop evaluation
 unchanged (issue 14): records written by hand as the reference's NAVSIM data is (no "task",
-no "meta", extra keys, image paths relative to the records file, a JSON list or JSONL), and the
+no "meta", extra keys, image paths from the working directory or --image-root /
+data.image_root, a JSON list or JSONL), and the
 one-sentence error a user gets for each malformed variant."""
 import json
 import re
@@ -54,16 +55,30 @@ def reference_data(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["train.json", "train.jsonl"])
-def test_training_reads_reference_records_with_paths_relative_to_the_file(reference_data,
-                                                                          name):
+def test_training_reads_reference_records_with_the_image_rule_of_predict(reference_data, name,
+                                                                         tmp_path,
+                                                                         monkeypatch):
+    """A reference records file (no task): images under the working directory, as the
+    reference's training data set and inference script open them, or under data.image_root;
+    a data set directory: beside its records (the rule of predict and eval open-loop)."""
+    monkeypatch.chdir(reference_data)
     samples = load_samples(reference_data / name)            # a records file as data.path
     assert [s.task for s in samples] == ["planning", "qa", "detection"]   # no "task" keys
     assert [s.id for s in samples] == ["43ebecce459052f2", "5f0c2e1a9b3d7744", "9a7b"]
-    assert samples[0].images == (str(reference_data / "cams/CAM_F0/0001.png"),)
+    assert samples[0].images == (str(reference_data.resolve() / "cams/CAM_F0/0001.png"),)
     assert samples[0].prompt == PLAN_PROMPT
-    assert load_samples(reference_data, split=name) == samples          # dir + split
     assert [s.id for s in load_samples(reference_data / name, tasks=("planning",))] == [
         "43ebecce459052f2"]
+    monkeypatch.chdir(tmp_path)                               # elsewhere: say where, and why
+    with pytest.raises(RecipeError, match=re.escape(
+            f"names a missing image {tmp_path.resolve() / 'cams/CAM_F0/0001.png'} (image "
+            f"paths are relative to {tmp_path.resolve()} (the working directory: records "
+            f"without a task are in the reference's layout")):
+        load_samples(reference_data / name)
+    assert load_samples(reference_data / name, images_under=reference_data) == samples
+    assert load_samples(reference_data, split=name) == samples          # dir + split
+    with pytest.raises(RecipeError, match="data.image_root .*nowhere is not a folder"):
+        load_samples(reference_data / name, images_under=tmp_path / "nowhere")
 
 
 def test_a_few_training_steps_on_reference_records(reference_data, tmp_path):
@@ -71,7 +86,8 @@ def test_a_few_training_steps_on_reference_records(reference_data, tmp_path):
     from wamdiff2_core.training.engine import train
 
     recipe = load_recipe("config/training/stage0_ar.yaml", [
-        f"data.path={reference_data / 'train.jsonl'}", "train.steps=2", "train.global_batch=3",
+        f"data.path={reference_data / 'train.jsonl'}", f"data.image_root={reference_data}",
+        "train.steps=2", "train.global_batch=3",
         "train.micro_batch=3", "output.progress=false", "output.save_every=2",
         f"output.dir={tmp_path / 'run'}"])
     final = train(recipe, log=lambda *a: None)
@@ -150,7 +166,7 @@ def test_each_malformed_variant_is_one_sentence(reference_data, tmp_path, capsys
     else exits 1 saying so; one good record beside a bad one is scored: None)."""
     path = _variant(reference_data, text, name)
     with pytest.raises(RecipeError, match=message):
-        load_samples(path)
+        load_samples(path, images_under=reference_data)
     rc = main(["eval", "open-loop", "--checkpoint", "ground-truth", "--data", str(path),
                "--image-root", str(reference_data), "--out", str(tmp_path / "r"),
                "--no-progress"])

@@ -91,3 +91,19 @@ def test_resume_refuses_a_different_recipe(tmp_path, toy_data):
     with pytest.raises(RecipeError, match="recipe key 'optim.lr' was 0.001 and is now 0.002"):
         Trainer(build_recipe({}, args + ["optim.lr=2e-3"]), resume=True)
     Trainer(build_recipe({}, args + ["train.threads=1", "output.log_every=3"]), resume=True)
+
+
+def test_a_recipe_key_added_since_the_checkpoint_is_the_same_run_only_at_its_default():
+    """A checkpoint written before `data.image_root` existed resumes while the key is at its
+    default; set to a folder, it is another run (its images may be other images)."""
+    from wamdiff2_core.training.config import Recipe, RecipeError
+    from wamdiff2_core.training.persist import check_same_run
+
+    saved = Recipe().to_dict()
+    del saved["data"]["image_root"]
+    check_same_run(saved, Recipe().to_dict(), "ckpt")
+    current = Recipe().to_dict()
+    current["data"]["image_root"] = "/data/images"
+    with pytest.raises(RecipeError, match="recipe key 'data.image_root' was None and is now "
+                                          "'/data/images'"):
+        check_same_run(saved, current, "ckpt")

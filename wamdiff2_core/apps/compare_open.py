@@ -16,8 +16,8 @@ from wamdiff2_core.apps.common import CliError, check_model_source
 
 def _records(args: argparse.Namespace) -> tuple[list, Path]:
     """The records of --data after --tasks and --limit, and the folder their images are in
-    (the rule of `predict` and `eval open-loop`: ``evaluation.inputs``; --image-root wins)."""
-    from wamdiff2_core.evaluation.inputs import read_input
+    (the rule of `predict` and `eval open-loop`: ``tasks.inputs``; --image-root wins)."""
+    from wamdiff2_core.tasks.inputs import read_input
     from wamdiff2_core.evaluation.scorers import SCORERS
     from wamdiff2_core.tasks import record_task
 

@@ -100,7 +100,7 @@ def _register_open_loop(group) -> None:
 
 
 def load_records(data: str, image_root: str | None = None):
-    """The records of ``--data`` and where their images are (``evaluation.inputs``: the rule
+    """The records of ``--data`` and where their images are (``tasks.inputs``: the rule
     `predict` follows); a bad record is not refused here, it fails alone when scored."""
     return read_input(data, image_root, "--data")
 

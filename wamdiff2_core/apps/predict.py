@@ -49,7 +49,7 @@ def register(subparsers) -> None:
 
 def add_image_root_option(parser: argparse.ArgumentParser, option: str) -> None:
     """--image-root: where relative image paths are (shared by `predict` and `eval
-    open-loop`; the rule: ``evaluation.inputs``, docs/evaluation.md)."""
+    open-loop`; the rule: ``tasks.inputs``, docs/evaluation.md)."""
     parser.add_argument("--image-root", metavar="DIR", default=None,
                         help=f"folder the relative image paths of {option} are under "
                              f"(default: the data set directory, or the records file's folder "
@@ -84,9 +84,9 @@ def predict_settings(args: argparse.Namespace):
 
 
 def read_input(data: str, image_root: str | None, option: str = "--input"):
-    """The records of ``data`` and where their images are (``evaluation.inputs``); one
+    """The records of ``data`` and where their images are (``tasks.inputs``); one
     CliError when the input cannot be read (a bad record is not: it fails alone)."""
-    from wamdiff2_core.evaluation.inputs import read_input as read
+    from wamdiff2_core.tasks.inputs import read_input as read
 
     try:
         return read(data, image_root, option)

@@ -50,6 +50,9 @@ class ModelConfig:
 class DataConfig:
     path: str = ""                   # data set directory (DIR/train.json + DIR/images/...)
     split: str = "train.json"
+    # the folder relative image paths are under; "": the rule predict and eval use (this
+    # project's records: beside the records file; the reference's: the working directory)
+    image_root: str = ""
     tasks: tuple[str, ...] = ()      # keep only these record tasks (empty: all)
     max_answer_tokens: int = 256     # answers are padded to whole blocks within this
     limit: int = 0                   # use only the first N records (0: all)

@@ -20,6 +20,7 @@ from wamdiff2_core.image_files import ImageFileError, open_rgb
 from wamdiff2_core.tasks import (AnswerParseError, check_cameras, parse_planning_prompt,
                                  planning_prompt, prompt_cameras,
                                  read_records, record_prompt_and_answer, record_task)
+from wamdiff2_core.tasks.inputs import image_root
 from wamdiff2_core.training.config import RecipeError
 
 
@@ -33,10 +34,13 @@ class Sample:
 
 
 def load_samples(root: str | Path, split: str = "train.json", tasks: tuple[str, ...] = (),
-                 limit: int = 0, cameras: tuple[str, ...] | None = None) -> list[Sample]:
+                 limit: int = 0, cameras: tuple[str, ...] | None = None,
+                 images_under: str | Path | None = None) -> list[Sample]:
     """The answered records of ``root/split`` (or of ``root`` itself when it is a records
-    file) as samples; image paths are relative to the records file's folder. Records without
-    an answer are skipped; a record without a ``task`` (the reference repository's data) has
+    file) as samples; relative image paths are under ``images_under`` (``data.image_root``)
+    or where ``tasks.inputs.image_root`` says (the rule predict and eval use: a data set
+    directory's or this project's records beside the file, the reference's records under the
+    working directory). Records without an answer are skipped; a record without a ``task`` (the reference repository's data) has
     the task its answer's format says (``tasks.record_task``). A malformed record or a missing
     image is a RecipeError naming the record, and so is (``cameras`` given: the recipe's
     ``data.cameras``) a prompt that names other cameras, or another order."""
@@ -47,14 +51,16 @@ def load_samples(root: str | Path, split: str = "train.json", tasks: tuple[str, 
             raise RecipeError(str(exc)) from None
     root = Path(root)
     file = root if root.is_file() else root / split
-    folder = file.parent
     if not file.is_file():
         raise RecipeError(f"no records file at {file} (data.path is a data set directory "
                           f"holding data.split, or a records file)")
     try:
         records = read_records(file)
+        under = image_root(records, file, not root.is_file(), images_under or None,
+                           option="data.image_root")
     except ValueError as exc:
         raise RecipeError(str(exc)) from None
+    folder = under.path
     out = []
     for i, rec in enumerate(records):
         try:
@@ -75,7 +81,7 @@ def load_samples(root: str | Path, split: str = "train.json", tasks: tuple[str, 
         for p in paths:
             if not Path(p).is_file():
                 raise RecipeError(f"record {rec.get('id', i)} of {file} names a missing image "
-                                  f"{p}")
+                                  f"{p} ({under.describe('data.image_root')})")
         out.append(Sample(str(rec.get("id", i)), task, prompt, answer, paths))
         if limit and len(out) >= limit:
             break

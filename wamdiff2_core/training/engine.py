@@ -80,7 +80,7 @@ class Trainer:
                               f"--resume to continue that run or choose another output.dir")
         # data first: a bad record or image fails before any weight is loaded
         samples = load_samples(recipe.data.path, recipe.data.split, recipe.data.tasks,
-                               recipe.data.limit, recipe.data.cameras)
+                               recipe.data.limit, recipe.data.cameras, recipe.data.image_root)
         check_images(samples, f"data set {recipe.data.path}",
                      recipe.output.progress and self.ctx.is_main)
         state = (find_resumable(self.out, self.ctx.rank, recipe.to_dict(), self.warn, self.log)

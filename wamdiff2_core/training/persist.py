@@ -16,7 +16,7 @@ import yaml
 
 from wamdiff2_core.model.config import set_fields
 from wamdiff2_core.training import checkpoint as ckpt
-from wamdiff2_core.training.config import RecipeError
+from wamdiff2_core.training.config import Recipe, RecipeError
 from wamdiff2_core.training.sharded import (group_state, init_optimizer_state, load_shards,
                                             named_parameters, optimizer_keys, restore_groups,
                                             save_shards, state_tensors, tensor_shapes)
@@ -39,10 +39,14 @@ def _flatten(d: dict, prefix: str = "") -> dict:
 def check_same_run(saved: dict, current: dict, path: Path) -> None:
     """RecipeError naming the first key in which ``current`` differs from the recipe of the
     checkpoint being resumed (output paths, threads, the batch split and how the model is
-    laid over processes may differ)."""
+    laid over processes may differ). A key the saved recipe lacks (added to recipes since it
+    was written) and that is at its default now is the same run."""
     a, b = _flatten(saved), _flatten(current)
+    defaults = _flatten(Recipe().to_dict())
     for key in sorted(set(a) | set(b)):
         if key.startswith(RESUMABLE_CHANGES):
+            continue
+        if key not in a and key in defaults and b.get(key) == defaults[key]:
             continue
         if a.get(key) != b.get(key):
             raise RecipeError(f"cannot resume {path}: recipe key '{key}' was {a.get(key)!r} "

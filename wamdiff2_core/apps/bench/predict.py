@@ -85,7 +85,7 @@ def _free_port() -> int:
 def _input(args, folder: Path, n: int) -> Path:
     """The records file the runs read: the first ``n`` records of ``--data``, of fresh
     simulator episodes, or (GPU mode) synthetic planning records."""
-    from wamdiff2_core.evaluation.inputs import read_input
+    from wamdiff2_core.tasks.inputs import read_input
 
     if args.data:
         try:                        # image paths by predict's rule (docs/evaluation.md)

@@ -1,17 +1,19 @@
-"""The records a predictions run or a scoring run reads, and where their images are.
+"""The records a predictions, scoring or training run reads, and where their images are.
 
 ``read_input(data, image_root)`` reads a data set directory (its ``train.json``) or a records
 file (a JSON list or JSONL, the reference repository's conversation format) through
 ``user_files`` and says where relative image paths are found. One rule, the same for
-``wamdiff2 predict`` and ``wamdiff2 eval open-loop``:
+``wamdiff2 predict``, ``wamdiff2 eval open-loop``, ``eval compare --data`` and (through
+``image_root``) ``wamdiff2 train``:
 
-- ``--image-root DIR`` given: relative image paths are under ``DIR``;
+- ``--image-root DIR`` (training: ``data.image_root``) given: relative image paths are under
+  ``DIR``;
 - the input is a data set directory, or every record names a ``task`` (this project's
   layout: ``wamdiff2 data generate`` writes its images beside its records): under the records
   file's folder;
 - otherwise (the reference's layout: records without ``task``, images named from the
   reference repository's root): under the working directory, as the reference's inference
-  script opens them.
+  script and its training data set open them.
 
 Absolute paths are used as they are. A record is never refused here: malformed records are
 the predictions run's (or the scorer's) to report one by one.
@@ -87,13 +89,14 @@ def read_records_file(path: Path, option: str = "--input") -> list:
 
 
 def image_root(records: Sequence, path: Path, is_dir: bool,
-               explicit: str | os.PathLike | None = None) -> ImageRoot:
+               explicit: str | os.PathLike | None = None,
+               option: str = "--image-root") -> ImageRoot:
     """Where ``records`` (read from ``path``) find their relative image paths (see the
-    module docstring). ValueError when ``explicit`` is not a folder."""
+    module docstring). ValueError when ``explicit`` (given as ``option``) is not a folder."""
     if explicit is not None:
         root = Path(explicit)
         if not root.is_dir():
-            raise ValueError(f"--image-root {explicit} is not a folder")
+            raise ValueError(f"{option} {explicit} is not a folder")
         return ImageRoot(root.resolve(), EXPLICIT)
     if is_dir:
         return ImageRoot(path.parent.resolve(), DATA_SET)
