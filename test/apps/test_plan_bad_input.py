@@ -1,6 +1,7 @@
 """`wamdiff2 plan` on bad input (issue 17, item 7; issue 45): non-finite or implausible ego
 motion, a CUDA device on a CPU-only torch, a decompression-bomb image, a truncated image.
-One sentence, exit 2, before the model loads; then the good input plans."""
+One sentence, exit 2, before the model loads; the good input, and motion just inside the
+bounds, plan (each run is its own process: a refusal leaves nothing behind to check)."""
 from __future__ import annotations
 
 import json
@@ -24,10 +25,11 @@ def plan(image, *extra: str):
                          "--json", "--image", str(image), *extra])
 
 
-def assert_plans(image) -> None:
-    got = plan(image)
-    assert got.rc in (0, 1) and "Traceback" not in got.stderr, got.stderr[-2000:]
-    assert "ok" in json.loads(got.stdout)          # a plan, or the model's parse failure
+def test_good_input_and_motion_just_inside_the_bounds_plan(camera):
+    for extra in ([], ["--velocity", "69.9", "0", "--acceleration", "-19.9", "0"]):
+        got = plan(camera, *extra)
+        assert got.rc in (0, 1) and "Traceback" not in got.stderr, got.stderr[-2000:]
+        assert "ok" in json.loads(got.stdout)      # a plan, or the model's parse failure
 
 
 @pytest.mark.parametrize("motion,phrase", [
@@ -39,7 +41,6 @@ def test_non_finite_motion(camera, motion, phrase):
     got = plan(camera, *motion)
     assert_one_sentence(got.rc, got.stderr, phrase)
     assert got.seconds < 10, got.seconds
-    assert_plans(camera)
 
 
 @pytest.mark.parametrize("motion,phrase", [
@@ -53,12 +54,10 @@ def test_non_finite_motion(camera, motion, phrase):
 ])
 def test_implausible_motion_is_refused_as_the_node_refuses_it(camera, motion, phrase):
     """Issue 45: the node's bounds (tasks.motion, the defaults of its max_speed_mps and
-    max_accel_mps2) on the command line; a speed just inside them plans."""
+    max_accel_mps2) on the command line (a speed just inside them plans: above)."""
     got = plan(camera, *motion)
     assert_one_sentence(got.rc, got.stderr, phrase, "the planning node refuses")
     assert got.seconds < 10, got.seconds
-    inside = plan(camera, "--velocity", "69.9", "0", "--acceleration", "-19.9", "0")
-    assert inside.rc in (0, 1) and "Traceback" not in inside.stderr, inside.stderr[-2000:]
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a CUDA GPU")
@@ -70,7 +69,6 @@ def test_implausible_motion_is_refused_as_the_node_refuses_it(camera, motion, ph
 def test_unusable_device(camera, device, phrase):
     got = plan(camera, "--device", device)
     assert_one_sentence(got.rc, got.stderr, f"device '{device}'", phrase)
-    assert_plans(camera)
 
 
 def test_decompression_bomb_and_truncated_image(camera, tmp_path):
@@ -87,4 +85,3 @@ def test_decompression_bomb_and_truncated_image(camera, tmp_path):
     cut.write_bytes(noisy.read_bytes()[:2000])
     got = plan(cut)
     assert_one_sentence(got.rc, got.stderr, str(cut), "truncated or corrupt")
-    assert_plans(camera)

@@ -64,7 +64,7 @@ def test_the_shutdown_transition_ends_the_node_without_a_stray_exception(ros_dom
     reply raced the teardown; the reply now goes out before the node stops spinning."""
     env = dict(os.environ, ROS_DOMAIN_ID=str(ros_domain), PATH=f"{ROS2.parent}:"
                f"{os.environ['PATH']}", AMENT_PREFIX_PATH=str(ROS2.parents[1]))
-    for attempt in range(3):
+    for attempt in range(2):                    # twice: a race need not show every time
         node = NodeProcess(ros_domain, tmp_path / str(attempt), {"autostart": False})
         try:
             _wait_output(node, "DDS")

@@ -18,10 +18,10 @@ pytestmark = pytest.mark.ros
 OUT = OutputTopics()
 
 
-def _demo(out, ros_domain) -> tuple[subprocess.CompletedProcess, float]:
+def _demo(out, ros_domain, *extra: str) -> tuple[subprocess.CompletedProcess, float]:
     tic = time.monotonic()
-    proc = subprocess.run([WAMDIFF2, "demo", "--out", str(out), "--domain-id", str(ros_domain)],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([WAMDIFF2, "demo", "--out", str(out), "--domain-id", str(ros_domain),
+                           *extra], capture_output=True, text=True, timeout=300)
     seconds = time.monotonic() - tic
     assert proc.returncode == 0, proc.stderr[-3000:]
     # its own publishers (a latched command) meet the node's subscriptions without a warning
@@ -59,7 +59,7 @@ def test_demo_runs_the_node_on_the_sample_bag_and_reports(tmp_path, ros_domain):
     # last output and leaves a user's file beside it alone.
     (out / "notes.txt").write_text("mine")
     first = (out / "report.json").stat().st_mtime_ns
-    proc, _ = _demo(out, ros_domain)
+    proc, _ = _demo(out, ros_domain, "--rate", "4")     # what is replaced, not what is planned
     assert "replaced the previous demo run's output" in proc.stderr, proc.stderr[-3000:]
     assert (out / "notes.txt").read_text() == "mine"
     assert (out / "report.json").stat().st_mtime_ns > first
