@@ -71,8 +71,8 @@ setup(
     },
     entry_points={
         "console_scripts": [
-            "wamdiff2 = wamdiff2_core.apps.cli:main",
-            "planner_node = wamdiff2_ros.node.planner_node:main",
+            "wamdiff2 = wamdiff2_core.apps.cli:run",
+            "planner_node = wamdiff2_ros.node.planner_node:run",
         ],
         # subcommands of `wamdiff2` that live above the core (wamdiff2_core.apps.cli reads
         # the group, so the core never names wamdiff2_ros)

@@ -23,6 +23,7 @@ LAYERS = {
     "wamdiff2_ros": 0,
     "wamdiff2_core.geometry": 0,      # plane geometry (numpy)
     "wamdiff2_core.atomic_files": 0,  # files written whole or not at all
+    "wamdiff2_core.process_exit": 0,  # processes that end without module teardown
     "wamdiff2_core.image_files": 0,   # image files decoded whole, with a pixel limit
     "wamdiff2_core.devices": 0,       # torch devices named by users, checked
     "wamdiff2_core.tasks": 0,         # prompts, answer formats, parsers, records

@@ -15,8 +15,10 @@ import importlib
 import re
 import sys
 from importlib.metadata import entry_points
+from typing import NoReturn
 
 from wamdiff2_core.apps.common import CliError, storage_exhausted
+from wamdiff2_core.process_exit import run_main
 
 SUBCOMMAND_MODULES = (
     "wamdiff2_core.apps.plan",           # plan
@@ -104,5 +106,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def run() -> NoReturn:
+    """The `wamdiff2` console script: `main`, then the process ends without module
+    teardown (about a second after a model command's last line: process_exit)."""
+    run_main(main)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

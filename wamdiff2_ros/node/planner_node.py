@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from typing import NoReturn
 
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, KeyValue
@@ -29,6 +30,7 @@ from rclpy.signals import SignalHandlerOptions
 from rclpy.task import Future
 from std_msgs.msg import String
 
+from wamdiff2_core.process_exit import run_main
 from wamdiff2_ros.node import dds, outputs, params, qos
 from wamdiff2_ros.node.bad_input import BadInput
 from wamdiff2_ros.node.diagnostics import ERROR, WARN, NodeStats, Reporter, diagnostic_array
@@ -460,5 +462,11 @@ def _run(args: list[str] | None) -> int:
     return 0
 
 
+def run() -> NoReturn:
+    """The `planner_node` executable: `main`, then the process ends without module
+    teardown once everything above is torn down (wamdiff2_core.process_exit)."""
+    run_main(main)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
