@@ -40,8 +40,9 @@ def load_samples(root: str | Path, split: str = "train.json", tasks: tuple[str, 
     file) as samples; relative image paths are under ``images_under`` (``data.image_root``)
     or where ``tasks.inputs.image_root`` says (the rule predict and eval use: a data set
     directory's or this project's records beside the file, the reference's records under the
-    working directory). Records without an answer are skipped; a record without a ``task`` (the reference repository's data) has
-    the task its answer's format says (``tasks.record_task``). A malformed record or a missing
+    working directory). Records without an answer are skipped; a record without a ``task``
+    (the reference repository's data) has the task its answer's format says
+    (``tasks.record_task``). A malformed record or a missing
     image is a RecipeError naming the record, and so is (``cameras`` given: the recipe's
     ``data.cameras``) a prompt that names other cameras, or another order."""
     if cameras is not None:
