@@ -51,13 +51,14 @@ def load_samples(root: str | Path, split: str = "train.json", tasks: tuple[str, 
         except ValueError as exc:
             raise RecipeError(str(exc)) from None
     root = Path(root)
-    file = root if root.is_file() else root / split
+    is_dir = not root.is_file()                  # a data set directory holding `split`
+    file = root / split if is_dir else root
     if not file.is_file():
         raise RecipeError(f"no records file at {file} (data.path is a data set directory "
                           f"holding data.split, or a records file)")
     try:
         records = read_records(file)
-        under = image_root(records, file, not root.is_file(), images_under or None,
+        under = image_root(records, file, is_dir, images_under or None,
                            option="data.image_root")
     except ValueError as exc:
         raise RecipeError(str(exc)) from None
